@@ -1,0 +1,109 @@
+"""The mission's scenario: 16 × 8 A100, Quota 1 with children 1.1 and 1.2, three teams."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.db import transaction
+
+from quotas.amounts import Amounts
+from quotas.models import Node, NodePool, Quota, ResourcePool
+from quotas.services.nodes import node_create, node_pool_create, resource_pool_create
+from quotas.services.quotas import quota_create
+from workspaces.choices import Role
+from workspaces.models import Workspace
+from workspaces.services import (
+    resource_usage_rule_set,
+    workspace_create,
+    workspace_member_add,
+    workspace_quota_bind,
+)
+
+PASSWORDS = {
+    "admin": "tidepool-admin",
+    "alice": "tidepool-alice",
+    "bob": "tidepool-bob",
+    "carol": "tidepool-carol",
+}
+NODE_CPU = 128_000
+NODE_MEMORY = 1_048_576
+TEAMS = (
+    ("alice", "workspace_a", "Quota 1"),
+    ("bob", "workspace_b", "Quota 1.1"),
+    ("carol", "workspace_c", "Quota 1.2"),
+)
+
+
+@dataclass(frozen=True)
+class Demo:
+    """Handles to what seed_demo built."""
+
+    resource_pool: ResourcePool
+    node_pool: NodePool
+    quotas: dict[str, Quota]
+    workspaces: dict[str, Workspace]
+
+
+def _user(username: str, *, platform_admin: bool = False) -> object:
+    """Create a demo user with its demo password, once."""
+    users = get_user_model()
+    user, created = users.objects.get_or_create(username=username)
+    if created:
+        user.set_password(PASSWORDS[username])
+        user.email = f"{username}@tidepool.example"
+        if platform_admin:
+            user.is_staff = True
+            user.is_superuser = True
+        user.save()
+        if platform_admin:
+            user.user_permissions.add(Permission.objects.get(codename="manage_cluster"))
+    return user
+
+
+@transaction.atomic
+def seed_demo() -> Demo:
+    """Build the demo scenario; running it again changes nothing."""
+    admin = _user("admin", platform_admin=True)
+    pool = ResourcePool.objects.filter(name="general").first() or resource_pool_create(
+        name="general", description="The shared GPU cluster."
+    )
+    node_pool = NodePool.objects.filter(name="A100-80G").first() or node_pool_create(
+        resource_pool=pool, name="A100-80G", gpu_model="A100-80G"
+    )
+    for i in range(1, 17):
+        name = f"a100-{i:02d}"
+        if not Node.objects.filter(name=name).exists():
+            node_create(node_pool=node_pool, name=name, gpus=8, cpu=NODE_CPU, memory=NODE_MEMORY)
+
+    def quota(name: str, gpus: int, parent: Quota | None, child_preemption: bool) -> Quota:
+        existing = Quota.objects.filter(name=name).first()
+        if existing:
+            return existing
+        return quota_create(
+            actor=admin,
+            name=name,
+            resource_pool=pool,
+            parent=parent,
+            resources={node_pool: Amounts(min_gpu=gpus * 1000)},
+            child_preemption=child_preemption,
+        )
+
+    q1 = quota("Quota 1", 128, None, True)
+    quotas = {
+        "Quota 1": q1,
+        "Quota 1.1": quota("Quota 1.1", 48, q1, False),
+        "Quota 1.2": quota("Quota 1.2", 80, q1, False),
+    }
+    workspaces = {}
+    for username, ws_name, quota_name in TEAMS:
+        ws = Workspace.objects.filter(name=ws_name).first() or workspace_create(
+            name=ws_name, description=f"{username}'s team"
+        )
+        workspace_quota_bind(workspace=ws, quota=quotas[quota_name])
+        workspace_member_add(workspace=ws, user=_user(username), role=Role.DEVELOPER)  # type: ignore[arg-type]
+        for role in (Role.ADMIN, Role.DEVELOPER):
+            resource_usage_rule_set(workspace=ws, quota=quotas[quota_name], role=role)
+        workspaces[ws_name] = ws
+    return Demo(resource_pool=pool, node_pool=node_pool, quotas=quotas, workspaces=workspaces)

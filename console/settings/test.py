@@ -1,0 +1,15 @@
+"""Settings for the test suite: fast hashing, an isolated database."""
+
+from __future__ import annotations
+
+from .base import *  # noqa: F403
+from .base import MIDDLEWARE, env
+
+SECRET_KEY = "tidepool-test-key"
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+ALLOWED_HOSTS = ["*"]
+TIDEPOOL_RUNNER = env("TIDEPOOL_RUNNER", "off")
+
+# Static files come from the finders here; WhiteNoise serves collected files in production.
+MIDDLEWARE = [m for m in MIDDLEWARE if "whitenoise" not in m]

@@ -1,0 +1,131 @@
+"""Resource pools, node pools, nodes and the quota tree with its audit log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+from quotas.choices import AuditAction, IdleScope, QueueStrategy
+
+
+class ResourcePool(models.Model):
+    """A slice of the cluster that root quotas take their guaranteed capacity from."""
+
+    name = models.CharField(max_length=100, unique=True)
+    idle_scope = models.CharField(max_length=8, choices=IdleScope.choices, default=IdleScope.TREE)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [("manage_cluster", "Manage resource pools, node pools, nodes and quotas")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class NodePool(models.Model):
+    """Nodes of one GPU model; capacity and quotas are kept per node pool."""
+
+    resource_pool = models.ForeignKey(
+        ResourcePool, on_delete=models.PROTECT, related_name="node_pools"
+    )
+    name = models.CharField(max_length=100, unique=True)
+    gpu_model = models.CharField(max_length=100)
+    label_selector = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(models.Model):
+    """A GPU node; gpus is a device count, cpu in millicores, memory in MiB."""
+
+    node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="nodes")
+    name = models.CharField(max_length=253, unique=True)
+    gpus = models.PositiveIntegerField()
+    cpu = models.PositiveBigIntegerField(help_text="millicores")
+    memory = models.PositiveBigIntegerField(help_text="MiB")
+    labels = models.JSONField(default=dict, blank=True)
+    schedulable = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Quota(models.Model):
+    """A node of the quota tree: guaranteed min and optional max per node pool."""
+
+    resource_pool = models.ForeignKey(ResourcePool, on_delete=models.PROTECT, related_name="quotas")
+    parent = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="children"
+    )
+    name = models.CharField(max_length=100, unique=True)
+    over_quota_weight = models.FloatField(
+        null=True, blank=True, help_text="Share of borrowed capacity; empty = proportional to min."
+    )
+    child_preemption = models.BooleanField(default=False)
+    lend_idle = models.BooleanField(default=True)
+    queue_strategy = models.CharField(
+        max_length=10, choices=QueueStrategy.choices, default=QueueStrategy.PRIORITY
+    )
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class QuotaResource(models.Model):
+    """A quota's min and max on one node pool: GPU in milli-GPU, CPU millicores, memory MiB."""
+
+    quota = models.ForeignKey(Quota, on_delete=models.CASCADE, related_name="resources")
+    node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="+")
+    min_gpu = models.PositiveBigIntegerField(default=0)
+    min_cpu = models.PositiveBigIntegerField(default=0)
+    min_memory = models.PositiveBigIntegerField(default=0)
+    max_gpu = models.PositiveBigIntegerField(null=True, blank=True)
+    max_cpu = models.PositiveBigIntegerField(null=True, blank=True)
+    max_memory = models.PositiveBigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["node_pool__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["quota", "node_pool"], name="one_row_per_quota_pool")
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row's numbers keyed by resource, as kept in the audit log."""
+        return {
+            "min": {"gpu": self.min_gpu, "cpu": self.min_cpu, "memory": self.min_memory},
+            "max": {"gpu": self.max_gpu, "cpu": self.max_cpu, "memory": self.max_memory},
+        }
+
+
+class QuotaAudit(models.Model):
+    """Who changed a quota, when, and its state before and after."""
+
+    quota = models.ForeignKey(
+        Quota, on_delete=models.SET_NULL, null=True, blank=True, related_name="audit"
+    )
+    quota_name = models.CharField(max_length=100)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    action = models.CharField(max_length=12, choices=AuditAction.choices)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]

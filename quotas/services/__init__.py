@@ -1,0 +1,1 @@
+"""Every write to pools, nodes and quotas goes through these services."""

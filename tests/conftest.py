@@ -1,0 +1,46 @@
+"""Shared fixtures: the demo scenario and its personas (admin, alice, bob, carol)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from console.demo import Demo, seed_demo
+
+
+@pytest.fixture
+def demo(db: None) -> Demo:
+    """The mission's scenario, seeded into the test database."""
+    return seed_demo()
+
+
+def _persona(username: str) -> Callable[..., Any]:
+    @pytest.fixture
+    def fixture(demo: Demo) -> Any:
+        return get_user_model().objects.get(username=username)
+
+    fixture.__doc__ = f"The demo user {username}."
+    return fixture
+
+
+admin = _persona("admin")
+alice = _persona("alice")
+bob = _persona("bob")
+carol = _persona("carol")
+
+
+@pytest.fixture
+def login(client: Client) -> Callable[[Any], Client]:
+    """Return the test client logged in as a user (or anonymous for None)."""
+
+    def as_user(user: Any) -> Client:
+        client.logout()
+        if user is not None:
+            client.force_login(user)
+        return client
+
+    return as_user
