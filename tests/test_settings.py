@@ -11,7 +11,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE"}}
+    environ = {
+        k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    }
     environ.update(env)
     return subprocess.run(
         [sys.executable, "manage.py", *args],
