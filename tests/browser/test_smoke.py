@@ -1,4 +1,5 @@
 """The console opens in a real browser and shows the quota tree to the platform admin."""
+
 from __future__ import annotations
 
 import pytest
