@@ -148,9 +148,7 @@ class ScalingRule(models.Model):
 
     class Meta:
         ordering = ["name"]
-        constraints = [
-            models.UniqueConstraint(fields=["service", "name"], name="unique_rule_name")
-        ]
+        constraints = [models.UniqueConstraint(fields=["service", "name"], name="unique_rule_name")]
 
 
 class UsageSample(models.Model):
