@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
 
 from console.errors import DomainError
+from quotas import node_import
 from quotas.choices import IdleScope
 from quotas.models import Node, NodePool, ResourcePool
+
+# Keep each `name IN (...)` under SQLite's older 999-parameter limit.
+_CHUNK = 500
 
 
 @transaction.atomic
@@ -76,4 +81,86 @@ def node_create(
         memory=memory,
         labels=labels or dict(node_pool.label_selector),
         schedulable=schedulable,
+    )
+
+
+@transaction.atomic
+def node_schedulable_set(*, node: Node, schedulable: bool) -> Node:
+    """Cordon (False) or uncordon (True) a node; running work stays, new work skips it."""
+    if node.schedulable != schedulable:
+        node.schedulable = schedulable
+        node.save(update_fields=["schedulable"])
+    return node
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What one import added: nodes, GPUs, and the node pools it created or filled."""
+
+    nodes: int
+    gpus: int
+    pools_created: list[str]
+    pools: dict[str, int]
+
+
+@transaction.atomic
+def nodes_import(
+    *, resource_pool: ResourcePool, text: str, fmt: str = "auto", filename: str = ""
+) -> ImportResult:
+    """Import every node of a CSV or YAML cluster spec, or none (refusals name the line)."""
+    spec = node_import.parse(text, fmt, filename=filename)
+
+    names = [n.name for n in spec.nodes]
+    existing: set[str] = set()
+    for start in range(0, len(names), _CHUNK):
+        existing.update(
+            Node.objects.filter(name__in=names[start : start + _CHUNK]).values_list(
+                "name", flat=True
+            )
+        )
+    for node in spec.nodes:
+        if node.name in existing:
+            raise node_import.refuse(node.line, f"node {node.name!r} already exists")
+
+    pools = {p.name: p for p in NodePool.objects.filter(name__in=list(spec.pools))}
+    created: list[str] = []
+    for pool_spec in spec.pools.values():
+        pool = pools.get(pool_spec.name)
+        if pool is None:
+            labels = pool_spec.labels or {"tidepool.io/gpu-model": pool_spec.gpu_model}
+            pools[pool_spec.name] = node_pool_create(
+                resource_pool=resource_pool,
+                name=pool_spec.name,
+                gpu_model=pool_spec.gpu_model,
+                label_selector=labels,
+            )
+            created.append(pool_spec.name)
+        elif pool.resource_pool_id != resource_pool.pk:
+            raise node_import.refuse(
+                pool_spec.line,
+                f"node pool {pool.name!r} belongs to resource pool {pool.resource_pool.name!r}, "
+                f"not {resource_pool.name!r}",
+            )
+
+    rows = [
+        Node(
+            node_pool=pools[n.pool],
+            name=n.name,
+            gpus=n.gpus,
+            cpu=n.cpu,
+            memory=n.memory,
+            labels={**pools[n.pool].label_selector, **n.labels},
+            schedulable=n.schedulable,
+        )
+        for n in spec.nodes
+    ]
+    Node.objects.bulk_create(rows, batch_size=_CHUNK)
+    per_pool: dict[str, int] = {}
+    for n in spec.nodes:
+        per_pool[n.pool] = per_pool.get(n.pool, 0) + 1
+    return ImportResult(
+        nodes=len(rows),
+        gpus=sum(n.gpus for n in spec.nodes),
+        pools_created=created,
+        pools=per_pool,
     )
