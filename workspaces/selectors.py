@@ -2,15 +2,152 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
-from workspaces.models import Workspace
+from console.permissions import is_platform_admin
+from quotas.models import Quota, QuotaResource
+from workspaces.choices import Role
+from workspaces.models import Membership, ResourceUsageRule, Workspace
 from workspaces.roles import VIEW
 
 
 def workspaces_for_user(user: Any, perm: str = VIEW) -> QuerySet[Workspace]:
     """Workspaces the user holds `perm` on (all of them for platform admins)."""
+    if is_platform_admin(user):
+        return Workspace.objects.all()
+    if not user.is_authenticated:
+        return Workspace.objects.none()
     return get_objects_for_user(user, perm, klass=Workspace, accept_global_perms=True)
+
+
+def user_has_workspace_perm(user: Any, perm: str, workspace: Workspace) -> bool:
+    """True when the user holds `perm` on the workspace; platform admins hold every one."""
+    return is_platform_admin(user) or bool(user.is_authenticated and user.has_perm(perm, workspace))
+
+
+def workspace_role(user: Any, workspace: Workspace) -> str | None:
+    """The user's role in the workspace, None when not a member."""
+    if not user.is_authenticated:
+        return None
+    return (
+        Membership.objects.filter(workspace=workspace, user=user)
+        .values_list("role", flat=True)
+        .first()
+    )
+
+
+def workspace_members(workspace: Workspace) -> QuerySet[Membership]:
+    """Members with their users, by username."""
+    return Membership.objects.filter(workspace=workspace).select_related("user")
+
+
+@dataclass
+class BoundQuota:
+    """A quota bound to the workspace with its GPUs per node pool (milli-GPU)."""
+
+    quota: Quota
+    min_gpu: dict[str, int] = field(default_factory=dict)
+    max_gpu: dict[str, int | None] = field(default_factory=dict)
+    roles: list[str] = field(default_factory=list)
+
+    @property
+    def total_min_gpu(self) -> int:
+        """Guaranteed GPUs over every node pool."""
+        return sum(self.min_gpu.values())
+
+
+def workspace_quotas(workspace: Workspace) -> list[BoundQuota]:
+    """Bound quotas with GPUs and the roles that may use them (a fixed number of queries)."""
+    quotas = Quota.objects.filter(bindings__workspace=workspace).prefetch_related(
+        Prefetch("resources", queryset=QuotaResource.objects.select_related("node_pool")),
+        Prefetch(
+            "usage_rules",
+            queryset=ResourceUsageRule.objects.filter(workspace=workspace),
+            to_attr="workspace_rules",
+        ),
+    )
+    result = []
+    order = {r: i for i, r in enumerate(Role.values)}
+    for quota in quotas.order_by("name"):
+        bound = BoundQuota(quota)
+        for row in quota.resources.all():
+            bound.min_gpu[row.node_pool.name] = row.min_gpu
+            bound.max_gpu[row.node_pool.name] = row.max_gpu
+        bound.roles = sorted((r.role for r in quota.workspace_rules), key=order.__getitem__)
+        result.append(bound)
+    return result
+
+
+def workspace_usage_rules(workspace: Workspace) -> QuerySet[ResourceUsageRule]:
+    """The workspace's resource-usage rules, by quota then role."""
+    return ResourceUsageRule.objects.filter(workspace=workspace).select_related("quota")
+
+
+def strictest(caps: Iterable[int | None]) -> int | None:
+    """The smallest of several caps; None means no cap and loses to any number."""
+    numbers = [c for c in caps if c is not None]
+    return min(numbers) if numbers else None
+
+
+@dataclass(frozen=True)
+class UsableQuota:
+    """A quota the user may submit to from the workspace, with the caps that bind them."""
+
+    quota: Quota
+    max_gpus: int | None
+    max_priority: int | None
+
+
+def usable_quotas(user: Any, workspace: Workspace) -> list[UsableQuota]:
+    """Bound quotas the user's role may use from this workspace, with the strictest caps.
+
+    Rules are an allow-list: a bound quota with no rule for the user's role is not usable.
+    Several rules apply when a bound ancestor of the quota also has a rule for the role (a
+    job counts against its quota and every ancestor); then the strictest cap wins. Platform
+    admins who are not members act as workspace admins. Whether the user may submit at all
+    (the submit permission) is for the caller to check.
+    """
+    if not user.is_authenticated:
+        return []
+    roles = set(
+        Membership.objects.filter(workspace=workspace, user=user).values_list("role", flat=True)
+    )
+    if not roles and is_platform_admin(user):
+        roles = {Role.ADMIN}
+    if not roles:
+        return []
+    rules = (
+        ResourceUsageRule.objects.filter(
+            workspace=workspace, role__in=roles, quota__bindings__workspace=workspace
+        )
+        .select_related("quota")
+        .order_by("quota__name")
+    )
+    by_quota: dict[int, list[ResourceUsageRule]] = {}
+    quotas: dict[int, Quota] = {}
+    for rule in rules:
+        by_quota.setdefault(rule.quota_id, []).append(rule)
+        quotas[rule.quota_id] = rule.quota
+    if not by_quota:
+        return []
+    parents = dict(Quota.objects.values_list("id", "parent_id"))
+    result = []
+    for qid in by_quota:
+        applied = list(by_quota[qid])
+        ancestor = parents.get(qid)
+        while ancestor is not None:
+            applied.extend(by_quota.get(ancestor, ()))
+            ancestor = parents.get(ancestor)
+        result.append(
+            UsableQuota(
+                quota=quotas[qid],
+                max_gpus=strictest(r.max_gpus for r in applied),
+                max_priority=strictest(r.max_priority for r in applied),
+            )
+        )
+    return result

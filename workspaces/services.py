@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -14,6 +17,10 @@ from workspaces.choices import Role
 from workspaces.models import Membership, ResourceUsageRule, Workspace, WorkspaceQuota
 from workspaces.roles import ALL_PERMISSIONS, ROLE_PERMISSIONS
 
+_SLUG = re.compile(r"[-a-zA-Z0-9_]+")
+# Names that would shadow a page under /workspaces/.
+RESERVED_NAMES = frozenset({"new"})
+
 
 @transaction.atomic
 def workspace_create(*, name: str, description: str = "") -> Workspace:
@@ -21,6 +28,12 @@ def workspace_create(*, name: str, description: str = "") -> Workspace:
     name = name.strip()
     if not name:
         raise DomainError("A workspace needs a name.", field="name")
+    if not _SLUG.fullmatch(name):
+        raise DomainError(
+            f"Workspace name {name!r} may hold only letters, digits, - and _.", field="name"
+        )
+    if name in RESERVED_NAMES:
+        raise DomainError(f"{name!r} is reserved; choose another name.", field="name")
     if Workspace.objects.filter(name=name).exists():
         raise DomainError(f"A workspace named {name} already exists.", field="name")
     return Workspace.objects.create(name=name, description=description)
@@ -89,6 +102,10 @@ def resource_usage_rule_set(
         raise DomainError(
             f"Max priority must be between 1 and 9, not {max_priority}.", field="max_priority"
         )
+    if max_gpus is not None and max_gpus < 0:
+        raise DomainError(
+            f"Max GPUs must be 0 or more, not {max_gpus} milli-GPU.", field="max_gpus"
+        )
     rule, _ = ResourceUsageRule.objects.update_or_create(
         workspace=workspace,
         quota=quota,
@@ -96,3 +113,65 @@ def resource_usage_rule_set(
         defaults={"max_gpus": max_gpus, "max_priority": max_priority},
     )
     return rule
+
+
+@dataclass(frozen=True)
+class UsageRuleInput:
+    """One row of the Resource Usage tab: max_gpus in milli-GPU, None for no cap."""
+
+    quota: Quota
+    role: str
+    max_gpus: int | None = None
+    max_priority: int | None = None
+
+
+@transaction.atomic
+def resource_usage_rules_save(
+    *, workspace: Workspace, rules: Sequence[UsageRuleInput]
+) -> list[ResourceUsageRule]:
+    """Replace the workspace's resource-usage rules with `rules`, all or nothing."""
+    bound = set(
+        WorkspaceQuota.objects.filter(workspace=workspace).values_list("quota_id", flat=True)
+    )
+    seen: dict[tuple[int, str], int] = {}
+    for number, rule in enumerate(rules, start=1):
+        prefix = f"Rule {number}"
+        if rule.quota.pk not in bound:
+            raise DomainError(
+                f"{prefix}: quota {rule.quota.name} is not bound to workspace {workspace.name}.",
+                field="quota",
+            )
+        if rule.role not in Role.values:
+            raise DomainError(
+                f"{prefix}: role {rule.role!r} is not one of {', '.join(Role.values)}.",
+                field="role",
+            )
+        if rule.max_gpus is not None and rule.max_gpus < 0:
+            raise DomainError(
+                f"{prefix}: max GPUs must be 0 or more, not {rule.max_gpus / 1000:g}.",
+                field="max_gpus",
+            )
+        if rule.max_priority is not None and not 1 <= rule.max_priority <= 9:
+            raise DomainError(
+                f"{prefix}: max priority must be between 1 and 9, not {rule.max_priority}.",
+                field="max_priority",
+            )
+        key = (rule.quota.pk, rule.role)
+        if key in seen:
+            raise DomainError(
+                f"{prefix}: role {rule.role} already has a rule for {rule.quota.name} "
+                f"(rule {seen[key]}); one rule per quota and role.",
+                field="role",
+            )
+        seen[key] = number
+    ResourceUsageRule.objects.filter(workspace=workspace).delete()
+    return ResourceUsageRule.objects.bulk_create(
+        ResourceUsageRule(
+            workspace=workspace,
+            quota=rule.quota,
+            role=rule.role,
+            max_gpus=rule.max_gpus,
+            max_priority=rule.max_priority,
+        )
+        for rule in rules
+    )

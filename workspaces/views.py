@@ -1,13 +1,45 @@
-"""Workspace pages: each user sees only the workspaces they belong to."""
+"""Workspace pages: each user sees only the workspaces they belong to.
+
+Access is decided once, in WorkspaceAccessMixin: a workspace the user cannot see answers 404;
+one they can see but may not change answers 403; anonymous users go to the login page.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.mixins import LoginRequiredMixin
-from django.views.generic import TemplateView
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.mixins import AccessMixin, LoginRequiredMixin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views import View
+from django.views.generic import FormView, TemplateView
 
-from workspaces.selectors import workspaces_for_user
+from console.errors import DomainError
+from console.permissions import PlatformAdminRequiredMixin, is_platform_admin
+from quotas.models import Quota
+from workspaces import selectors
+from workspaces.choices import Role
+from workspaces.forms import (
+    BindQuotaForm,
+    MemberForm,
+    RuleRow,
+    WorkspaceForm,
+    parse_rule_rows,
+    rule_rows,
+)
+from workspaces.models import Workspace
+from workspaces.roles import MANAGE, VIEW
+from workspaces.services import (
+    resource_usage_rules_save,
+    workspace_create,
+    workspace_member_add,
+    workspace_member_remove,
+    workspace_quota_bind,
+    workspace_quota_unbind,
+)
 
 
 class WorkspaceListView(LoginRequiredMixin, TemplateView):
@@ -18,5 +50,212 @@ class WorkspaceListView(LoginRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         """Only visible workspaces."""
         context = super().get_context_data(**kwargs)
-        context["workspaces"] = workspaces_for_user(self.request.user).prefetch_related("quotas")
+        context["workspaces"] = selectors.workspaces_for_user(self.request.user).prefetch_related(
+            "quotas"
+        )
+        context["can_create"] = is_platform_admin(self.request.user)
         return context
+
+
+class WorkspaceCreateView(PlatformAdminRequiredMixin, FormView):  # type: ignore[type-arg]
+    """New workspace (platform admins)."""
+
+    template_name = "workspaces/create.html"
+    form_class = WorkspaceForm
+
+    def form_valid(self, form: WorkspaceForm) -> HttpResponse:
+        """Create it through the service."""
+        try:
+            workspace = workspace_create(**form.cleaned_data)
+        except DomainError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            return self.form_invalid(form)
+        messages.success(self.request, f"Workspace {workspace.name} created.")
+        return redirect("workspaces:detail", name=workspace.name)
+
+
+class WorkspaceAccessMixin(AccessMixin):
+    """Load the workspace from the URL through the user's permissions.
+
+    `permission` is what the page needs beyond seeing the workspace; `platform_admin_only`
+    restricts it to platform admins (members who can see the workspace get 403).
+    """
+
+    permission: str = VIEW
+    platform_admin_only: bool = False
+    workspace: Workspace
+    request: HttpRequest
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """Login, then 404 for an invisible workspace, then 403 for a missing permission."""
+        if not request.user.is_authenticated:
+            return self.handle_no_permission()
+        self.workspace = get_object_or_404(
+            selectors.workspaces_for_user(request.user), name=kwargs["name"]
+        )
+        if self.platform_admin_only and not is_platform_admin(request.user):
+            raise PermissionDenied("Only platform admins may do this.")
+        if not selectors.user_has_workspace_perm(request.user, self.permission, self.workspace):
+            raise PermissionDenied("Your role in this workspace does not allow this.")
+        response: HttpResponseBase = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        return response
+
+    def workspace_context(self) -> dict[str, Any]:
+        """What every tab of the workspace shows."""
+        user = self.request.user
+        return {
+            "workspace": self.workspace,
+            "role": selectors.workspace_role(user, self.workspace),
+            "can_manage": selectors.user_has_workspace_perm(user, MANAGE, self.workspace),
+            "is_platform_admin": is_platform_admin(user),
+        }
+
+
+class WorkspaceDetailView(WorkspaceAccessMixin, TemplateView):
+    """Overview: members and bound quotas."""
+
+    template_name = "workspaces/detail.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """Members, quotas, and the forms the user may use."""
+        context = super().get_context_data(**kwargs)
+        context.update(self.workspace_context())
+        context["tab"] = "overview"
+        context["members"] = selectors.workspace_members(self.workspace)
+        context["bound_quotas"] = selectors.workspace_quotas(self.workspace)
+        context["roles"] = Role.choices
+        context["member_form"] = MemberForm()
+        unbound = Quota.objects.exclude(bindings__workspace=self.workspace).order_by("name")
+        context["bind_form"] = BindQuotaForm(quotas=unbound)
+        context["has_unbound"] = unbound.exists()
+        return context
+
+
+class WorkspaceMemberAddView(WorkspaceAccessMixin, View):
+    """Add a member or change a member's role (workspace or platform admins)."""
+
+    permission = MANAGE
+
+    def post(self, request: HttpRequest, name: str) -> HttpResponse:
+        """Add, then back to the overview with the outcome."""
+        form = MemberForm(request.POST)
+        if not form.is_valid():
+            for field, errors in form.errors.items():
+                messages.error(request, f"{field}: {' '.join(str(e) for e in errors)}")
+            return redirect("workspaces:detail", name=name)
+        try:
+            membership = workspace_member_add(
+                workspace=self.workspace,
+                user=form.cleaned_data["username"],
+                role=form.cleaned_data["role"],
+            )
+        except DomainError as exc:
+            messages.error(request, f"{exc.field}: {exc.message}")
+        else:
+            messages.success(
+                request,
+                f"{membership.user.username} is now {membership.get_role_display()} "
+                f"of {self.workspace.name}.",
+            )
+        return redirect("workspaces:detail", name=name)
+
+
+class WorkspaceMemberRemoveView(WorkspaceAccessMixin, View):
+    """Remove a member and their permissions."""
+
+    permission = MANAGE
+
+    def post(self, request: HttpRequest, name: str, user_id: int) -> HttpResponse:
+        """Remove, then back to the overview."""
+        member = get_object_or_404(
+            get_user_model(), pk=user_id, memberships__workspace=self.workspace
+        )
+        workspace_member_remove(workspace=self.workspace, user=member)
+        messages.success(request, f"{member.username} removed from {self.workspace.name}.")
+        return redirect("workspaces:detail", name=name)
+
+
+class WorkspaceQuotaBindView(WorkspaceAccessMixin, View):
+    """Bind a quota to the workspace (platform admins)."""
+
+    platform_admin_only = True
+
+    def post(self, request: HttpRequest, name: str) -> HttpResponse:
+        """Bind, then back to the overview."""
+        form = BindQuotaForm(request.POST, quotas=Quota.objects.all())
+        if not form.is_valid():
+            messages.error(request, "quota: choose a quota to bind.")
+        else:
+            quota = form.cleaned_data["quota"]
+            workspace_quota_bind(workspace=self.workspace, quota=quota)
+            messages.success(request, f"{quota.name} bound to {self.workspace.name}.")
+        return redirect("workspaces:detail", name=name)
+
+
+class WorkspaceQuotaUnbindView(WorkspaceAccessMixin, View):
+    """Unbind a quota and drop its usage rules (platform admins)."""
+
+    platform_admin_only = True
+
+    def post(self, request: HttpRequest, name: str, quota_id: int) -> HttpResponse:
+        """Unbind, then back to the overview."""
+        quota = get_object_or_404(Quota, pk=quota_id, bindings__workspace=self.workspace)
+        workspace_quota_unbind(workspace=self.workspace, quota=quota)
+        messages.success(request, f"{quota.name} unbound from {self.workspace.name}.")
+        return redirect("workspaces:detail", name=name)
+
+
+class SchedulingConfigurationView(WorkspaceAccessMixin, View):
+    """Scheduling Configuration opens on its Resource Usage tab."""
+
+    def get(self, request: HttpRequest, name: str) -> HttpResponse:
+        """Go to the first tab."""
+        return redirect("workspaces:resource_usage", name=name)
+
+
+class ResourceUsageView(WorkspaceAccessMixin, View):
+    """Scheduling Configuration → Resource Usage: which roles may use each quota, with caps."""
+
+    template_name = "workspaces/resource_usage.html"
+
+    def get(self, request: HttpRequest, name: str) -> HttpResponse:
+        """The saved rules; members without manage see them read-only."""
+        rows = [
+            RuleRow(
+                quota_id=str(rule.quota_id),
+                role=rule.role,
+                max_gpus="" if rule.max_gpus is None else f"{rule.max_gpus / 1000:g}",
+                max_priority="" if rule.max_priority is None else str(rule.max_priority),
+            )
+            for rule in selectors.workspace_usage_rules(self.workspace)
+        ]
+        return self.render(rows)
+
+    def post(self, request: HttpRequest, name: str) -> HttpResponse:
+        """Save every row in one transaction, or none with the reason."""
+        if not selectors.user_has_workspace_perm(request.user, MANAGE, self.workspace):
+            raise PermissionDenied("Your role in this workspace does not allow this.")
+        rows = rule_rows(request.POST)
+        quotas = {str(b.quota.pk): b.quota for b in selectors.workspace_quotas(self.workspace)}
+        try:
+            rules = parse_rule_rows(rows, quotas)
+            saved = resource_usage_rules_save(workspace=self.workspace, rules=rules)
+        except DomainError as exc:
+            return self.render(rows, error=exc, status=400)
+        messages.success(request, f"Resource usage saved: {len(saved)} rules.")
+        return redirect("workspaces:resource_usage", name=name)
+
+    def render(
+        self, rows: list[RuleRow], *, error: DomainError | None = None, status: int = 200
+    ) -> HttpResponse:
+        """The tab with its rows (as saved, or as typed when refused)."""
+        context = self.workspace_context()
+        context.update(
+            tab="scheduling",
+            subtab="resource_usage",
+            rows=rows,
+            bound_quotas=selectors.workspace_quotas(self.workspace),
+            roles=Role.choices,
+            error=error,
+        )
+        return render(self.request, self.template_name, context, status=status)

@@ -1,0 +1,101 @@
+"""Forms of the workspace pages: they turn input into typed values; the services decide."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.http import QueryDict
+
+from console.errors import DomainError
+from console.units import gpus_to_milli
+from quotas.models import Quota
+from workspaces.choices import Role
+from workspaces.services import UsageRuleInput
+
+
+class WorkspaceForm(forms.Form):
+    """New workspace."""
+
+    name = forms.SlugField(max_length=100, help_text="Letters, digits, - and _.")
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+
+
+class MemberForm(forms.Form):
+    """Add a member with a role, or change an existing member's role."""
+
+    username = forms.CharField(max_length=150)
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.DEVELOPER)
+
+    def clean_username(self) -> Any:
+        """The user with that name."""
+        username = self.cleaned_data["username"].strip()
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise forms.ValidationError(f"No user named {username!r}.")
+        return user
+
+
+class BindQuotaForm(forms.Form):
+    """Bind one more quota to the workspace."""
+
+    quota = forms.ModelChoiceField(queryset=Quota.objects.none(), empty_label=None)
+
+    def __init__(self, *args: Any, quotas: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if quotas is not None:
+            self.fields["quota"].queryset = quotas  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class RuleRow:
+    """A Resource Usage row as typed, to show back when the save is refused."""
+
+    quota_id: str
+    role: str
+    max_gpus: str
+    max_priority: str
+
+
+def rule_rows(data: QueryDict) -> list[RuleRow]:
+    """The rows of the Resource Usage form in order, skipping rows left wholly empty."""
+    columns = [data.getlist(k) for k in ("quota", "role", "max_gpus", "max_priority")]
+    count = max((len(c) for c in columns), default=0)
+    rows = []
+    for i in range(count):
+        values = [c[i].strip() if i < len(c) else "" for c in columns]
+        if any(values):
+            rows.append(RuleRow(*values))
+    return rows
+
+
+def parse_rule_rows(rows: list[RuleRow], quotas: Mapping[str, Quota]) -> list[UsageRuleInput]:
+    """Turn typed rows into service input; max GPUs may be decimal (0.5) and is kept in milli."""
+    rules = []
+    for number, row in enumerate(rows, start=1):
+        prefix = f"Rule {number}"
+        quota = quotas.get(row.quota_id)
+        if quota is None:
+            raise DomainError(f"{prefix}: choose one of the workspace's quotas.", field="quota")
+        if not row.role:
+            raise DomainError(f"{prefix}: choose a role.", field="role")
+        max_gpus = None
+        if row.max_gpus:
+            try:
+                max_gpus = gpus_to_milli(row.max_gpus, field="max_gpus")
+            except DomainError as exc:
+                raise DomainError(f"{prefix}: max GPUs: {exc.message}", field="max_gpus") from None
+        max_priority = None
+        if row.max_priority:
+            try:
+                max_priority = int(row.max_priority)
+            except ValueError:
+                raise DomainError(
+                    f"{prefix}: max priority {row.max_priority!r} is not a whole number 1-9.",
+                    field="max_priority",
+                ) from None
+        rules.append(UsageRuleInput(quota, row.role, max_gpus, max_priority))
+    return rules
