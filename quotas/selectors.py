@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from django.db.models import Prefetch
+
+from console.templatetags.tidepool import cores, gib
+from console.units import milli_to_gpus
 from quotas.amounts import RESOURCES, Amounts
-from quotas.models import NodePool, Quota, QuotaResource, ResourcePool
+from quotas.choices import AuditAction
+from quotas.models import NodePool, Quota, QuotaAudit, QuotaResource, ResourcePool
 from quotas.services.quotas import pool_capacity
 
 
@@ -16,6 +22,8 @@ class QuotaRow:
     quota: Quota
     depth: int
     amounts: dict[str, Amounts] = field(default_factory=dict)
+    children_count: int = 0
+    has_sibling: bool = False
 
 
 @dataclass
@@ -29,6 +37,13 @@ class PoolTree:
     rows: list[QuotaRow]
 
 
+def _amounts(row: QuotaResource) -> Amounts:
+    """A resource row as Amounts."""
+    return Amounts(
+        row.min_gpu, row.min_cpu, row.min_memory, row.max_gpu, row.max_cpu, row.max_memory
+    )
+
+
 def quota_tree_by_pool() -> list[PoolTree]:
     """Every resource pool with its quota tree in depth-first order (a fixed number of queries)."""
     pools = list(ResourcePool.objects.prefetch_related("node_pools"))
@@ -36,9 +51,7 @@ def quota_tree_by_pool() -> list[PoolTree]:
     resources = QuotaResource.objects.select_related("node_pool")
     amounts: dict[int, dict[str, Amounts]] = {}
     for row in resources:
-        amounts.setdefault(row.quota_id, {})[row.node_pool.name] = Amounts(
-            row.min_gpu, row.min_cpu, row.min_memory, row.max_gpu, row.max_cpu, row.max_memory
-        )
+        amounts.setdefault(row.quota_id, {})[row.node_pool.name] = _amounts(row)
     children: dict[int | None, list[Quota]] = {}
     for q in quotas:
         children.setdefault(q.parent_id, []).append(q)
@@ -69,6 +82,171 @@ def _walk(
     stack = [(q, 0) for q in reversed(children.get(None, [])) if q.resource_pool_id == pool_id]
     while stack:
         q, depth = stack.pop()
-        rows.append(QuotaRow(q, depth, amounts.get(q.pk, {})))
+        rows.append(
+            QuotaRow(
+                q,
+                depth,
+                amounts.get(q.pk, {}),
+                children_count=len(children.get(q.pk, [])),
+                has_sibling=len(children.get(q.parent_id, [])) > 1,
+            )
+        )
         stack.extend((c, depth + 1) for c in reversed(children.get(q.pk, [])))
     return rows
+
+
+def node_pools_for(resource_pool: ResourcePool | None = None) -> list[NodePool]:
+    """The node pools a quota form asks amounts for: one resource pool's, or all of them."""
+    node_pools = NodePool.objects.select_related("resource_pool").order_by(
+        "resource_pool__name", "name"
+    )
+    if resource_pool is not None:
+        node_pools = node_pools.filter(resource_pool=resource_pool)
+    return list(node_pools)
+
+
+def quota_amounts(quota: Quota) -> dict[int, Amounts]:
+    """A quota's amounts: node pool id → Amounts."""
+    return {row.node_pool_id: _amounts(row) for row in quota.resources.all()}
+
+
+def quota_siblings(quota: Quota) -> list[Quota]:
+    """The other quotas with the same parent in the same resource pool."""
+    return list(
+        Quota.objects.filter(resource_pool_id=quota.resource_pool_id, parent_id=quota.parent_id)
+        .exclude(pk=quota.pk)
+        .order_by("name")
+    )
+
+
+@dataclass
+class AuditEntry:
+    """One audit record with its change spelled out line by line."""
+
+    record: QuotaAudit
+    changes: list[str]
+
+
+@dataclass
+class QuotaOverview:
+    """What a quota's Overview page shows."""
+
+    quota: Quota
+    amounts: dict[str, Amounts]
+    children: list[QuotaRow]
+    workspaces: list[Any]
+    audit: list[AuditEntry]
+    has_sibling: bool
+
+
+def quota_overview(quota_id: int) -> QuotaOverview:
+    """A quota with its amounts, children, bound workspaces and audit log (fixed queries)."""
+    resources = QuotaResource.objects.select_related("node_pool")
+    quota = (
+        Quota.objects.select_related("parent", "resource_pool")
+        .prefetch_related(
+            Prefetch("resources", queryset=resources),
+            Prefetch(
+                "children",
+                queryset=Quota.objects.prefetch_related(
+                    Prefetch("resources", queryset=resources)
+                ).order_by("name"),
+            ),
+            "workspaces",
+            Prefetch("audit", queryset=QuotaAudit.objects.select_related("actor")),
+        )
+        .get(pk=quota_id)
+    )
+    children = [
+        QuotaRow(c, 1, {r.node_pool.name: _amounts(r) for r in c.resources.all()})
+        for c in quota.children.all()
+    ]
+    has_sibling = (
+        Quota.objects.filter(resource_pool_id=quota.resource_pool_id, parent_id=quota.parent_id)
+        .exclude(pk=quota.pk)
+        .exists()
+    )
+    return QuotaOverview(
+        quota=quota,
+        amounts={r.node_pool.name: _amounts(r) for r in quota.resources.all()},
+        children=children,
+        workspaces=list(quota.workspaces.all()),
+        audit=[AuditEntry(a, audit_changes(a)) for a in quota.audit.all()],
+        has_sibling=has_sibling,
+    )
+
+
+RESOURCE_LABEL = {"gpu": "GPU", "cpu": "CPU cores", "memory": "memory GiB"}
+SETTING_LABEL = {
+    "name": "name",
+    "parent": "parent",
+    "over_quota_weight": "over-quota weight",
+    "child_preemption": "child-level preemption",
+    "lend_idle": "lend idle",
+    "queue_strategy": "queue strategy",
+}
+
+
+def _figure(resource: str, value: int | None) -> str:
+    """One amount as people read it: GPUs, cores, GiB; None is no limit (∞)."""
+    if resource == "gpu":
+        return milli_to_gpus(value)
+    if resource == "cpu":
+        return cores(value)
+    return gib(value)
+
+
+def _setting(value: Any) -> str:
+    """A setting as people read it."""
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    if value is None:
+        return "—"
+    return str(value)
+
+
+def _state_diff(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[str]:
+    """Lines such as "A100-80G GPU min 48 → 56" for what differs between two quota states.
+
+    A missing side (create, delete) lists the other side's settings and non-zero amounts.
+    """
+    lines: list[str] = []
+    old, new = before or {}, after or {}
+    one_sided = before is None or after is None
+    for key, label in SETTING_LABEL.items():
+        a, b = old.get(key), new.get(key)
+        if one_sided:
+            value = b if after is not None else a
+            if key != "name" and value not in (None, False, "") and key != "queue_strategy":
+                lines.append(f"{label} {_setting(value)}")
+        elif a != b:
+            lines.append(f"{label} {_setting(a)} → {_setting(b)}")
+    old_res, new_res = old.get("resources", {}), new.get("resources", {})
+    for pool_name in sorted(set(old_res) | set(new_res)):
+        for bound in ("min", "max"):
+            for r in RESOURCES:
+                a = old_res.get(pool_name, {}).get(bound, {}).get(r)
+                b = new_res.get(pool_name, {}).get(bound, {}).get(r)
+                label = f"{pool_name} {RESOURCE_LABEL[r]} {bound}"
+                if one_sided:
+                    value = b if after is not None else a
+                    if value or (bound == "min" and r == "gpu" and value == 0):
+                        lines.append(f"{label} {_figure(r, value)}")
+                elif a != b:
+                    lines.append(f"{label} {_figure(r, a)} → {_figure(r, b)}")
+    return lines
+
+
+def audit_changes(record: QuotaAudit) -> list[str]:
+    """The change an audit record describes, line by line."""
+    if record.action == AuditAction.REBALANCE:
+        before, after = record.before or {}, record.after or {}
+        lines: list[str] = []
+        for name in sorted(set(before) | set(after)):
+            lines.extend(
+                f"{name}: {line}" for line in _state_diff(before.get(name), after.get(name))
+            )
+        return lines
+    return _state_diff(record.before, record.after)

@@ -22,6 +22,14 @@ class StaleVersion(DomainError):
     """The caller edited an older version of the quota than the one stored."""
 
 
+class AmountError(DomainError):
+    """A refused amount; also names the node pool it concerns, so a form can point at it."""
+
+    def __init__(self, message: str, *, field: str | None = None, node_pool: str | None = None):
+        super().__init__(message, field=field)
+        self.node_pool = node_pool
+
+
 def _lock_pool(resource_pool: ResourcePool) -> ResourcePool:
     """Take the per-pool write lock (a row lock on PostgreSQL; SQLite serialises writers)."""
     return ResourcePool.objects.select_for_update().get(pk=resource_pool.pk)
@@ -137,10 +145,11 @@ def _check_tree(resource_pool: ResourcePool, focus: Quota) -> None:
             for r in RESOURCES:
                 limit = a.max(r)
                 if limit is not None and limit < a.min(r):
-                    raise DomainError(
+                    raise AmountError(
                         f"Quota {q.name}: max {show(r, limit)} on {pool_names[pool_id]} is below "
                         f"its min {show(r, a.min(r))}.",
                         field=f"max_{r}",
+                        node_pool=pool_names[pool_id],
                     )
         parents = [q.parent_id, q.pk]  # the group q belongs to, then the group it heads
         for parent_id in parents:
@@ -198,7 +207,20 @@ def _check_group(
                     f"{'root quotas' if parent is None else 'children'} would need "
                     f"{show(r, total)} ({parts}). At most {show(r, room)} fit for {focus.name}."
                 )
-            raise DomainError(msg, field=field)
+            raise AmountError(msg, field=field, node_pool=pool_name)
+
+
+def _check_amounts(resources: Mapping[NodePool, Amounts]) -> None:
+    """Amounts are 0 or more (the columns are unsigned: a negative one would fail in the DB)."""
+    for node_pool, a in resources.items():
+        for r in RESOURCES:
+            for bound, value in (("min", a.min(r)), ("max", a.max(r))):
+                if value is not None and value < 0:
+                    raise AmountError(
+                        f"{bound} {show(r, value)} on {node_pool.name} is below 0.",
+                        field=f"{bound}_{r}",
+                        node_pool=node_pool.name,
+                    )
 
 
 def _write_amounts(quota: Quota, resources: Mapping[NodePool, Amounts]) -> None:
@@ -262,6 +284,7 @@ def quota_create(
     pool = _lock_pool(resource_pool)
     name = _check_name(name)
     _check_settings(over_quota_weight, queue_strategy)
+    _check_amounts(resources)
     if parent is not None and parent.resource_pool_id != pool.pk:
         raise DomainError(
             f"Quota {parent.name} belongs to resource pool {parent.resource_pool.name}, "
@@ -327,6 +350,7 @@ def quota_scale(
     pool = _lock_pool(quota.resource_pool)
     quota = Quota.objects.select_for_update().get(pk=quota.pk)
     _check_version(quota, expected_version)
+    _check_amounts(resources)
     before = quota_state(quota)
     _write_amounts(quota, resources)
     _check_tree(pool, quota)
@@ -367,10 +391,11 @@ def quota_rebalance(
     dst = amounts[target.pk].get(node_pool.pk, Amounts())
     for r, v in moves.items():
         if v > src.min(r):
-            raise DomainError(
+            raise AmountError(
                 f"{source.name} guarantees {show(r, src.min(r))} on {node_pool.name}; "
                 f"it cannot give {show(r, v)}.",
                 field=r,
+                node_pool=node_pool.name,
             )
         src = src.with_min(r, src.min(r) - v)
         dst = dst.with_min(r, dst.min(r) + v)
