@@ -54,6 +54,9 @@ class Workload(models.Model):
     )
     hang_minutes = models.PositiveIntegerField(null=True, blank=True)
     restarts = models.PositiveSmallIntegerField(default=0)
+    failures = models.PositiveSmallIntegerField(default=0, help_text="restarts after faults")
+    # The simulated backend's fault injection: a hung job makes no progress.
+    sim_hung = models.BooleanField(default=False)
 
     # Inference: the replica range that scaling may move within.
     min_replicas = models.PositiveIntegerField(default=1)
@@ -97,6 +100,8 @@ class Pod(models.Model):
     devices = models.JSONField(default=list)
     status = models.CharField(max_length=20, choices=PodStatus.choices, default=PodStatus.PENDING)
     borrowed = models.BooleanField(default=False)
+    # The simulated backend's injected fault, reported and cleared at its next observe().
+    sim_fault = models.CharField(max_length=40, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     reason = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField()

@@ -1,0 +1,37 @@
+"""What the control loop needs from a cluster: start pods, stop pods, report what happened."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from jobs.models import Pod
+
+
+@dataclass(frozen=True)
+class PodReport:
+    """An observed change of one pod: now Running, Succeeded or Failed (with why)."""
+
+    pod_id: int
+    phase: str
+    exit_code: int | None = None
+    reason: str = ""
+    node_lost: bool = False
+
+
+class Backend(Protocol):
+    """A cluster the control loop drives; it never touches a pod it does not own."""
+
+    def create_pod(self, pod: Pod, *, now: datetime) -> None:
+        """Start a replica on the node the scheduler chose."""
+        ...
+
+    def delete_pod(self, pod: Pod, *, grace_seconds: int) -> None:
+        """Stop a replica, giving it time to checkpoint."""
+        ...
+
+    def observe(self, *, now: datetime) -> list[PodReport]:
+        """Pods whose phase changed since the last call."""
+        ...

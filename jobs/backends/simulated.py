@@ -1,0 +1,113 @@
+"""A simulated cluster: pods start after a delay, training advances with the clock.
+
+The pod rows are the simulated cluster's state, so any process (the runner, a management
+command, a test) can inject a fault: a crashed pod, a lost node, a hung job. `observe`
+reports what changed, as a real cluster's watch would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from jobs.backends.base import PodReport
+from jobs.choices import LIVE_POD_STATUSES, Kind, PodStatus, Status
+
+if TYPE_CHECKING:
+    from jobs.models import Pod, Workload
+
+NODE_LOST = "node_lost"
+CRASH = "crash:"
+
+
+@dataclass
+class SimulatedBackend:
+    """Pods start `start_delay` seconds after they are created."""
+
+    start_delay: float = 30.0
+
+    def create_pod(self, pod: Pod, *, now: datetime) -> None:
+        """Schedule the pod's start."""
+        pod.start_after = now + timedelta(seconds=self.start_delay)
+
+    def delete_pod(self, pod: Pod, *, grace_seconds: int) -> None:
+        """Nothing runs for real: the pod row already says it stopped."""
+
+    def observe(self, *, now: datetime) -> list[PodReport]:
+        """Injected faults, started pods and finished training since the last call."""
+        from jobs.models import Pod, Workload
+
+        reports = []
+        faulty = Pod.objects.filter(status__in=LIVE_POD_STATUSES).exclude(sim_fault="")
+        for pod_id, fault in faulty.values_list("pk", "sim_fault"):
+            if fault == NODE_LOST:
+                reports.append(
+                    PodReport(pod_id, PodStatus.FAILED, reason="Node lost", node_lost=True)
+                )
+            else:
+                code = int(fault.removeprefix(CRASH))
+                reports.append(
+                    PodReport(pod_id, PodStatus.FAILED, code, f"Crashed with exit code {code}")
+                )
+        faulty.update(sim_fault="")
+        broken = {r.pod_id for r in reports}
+        starting = Pod.objects.filter(status=PodStatus.PENDING, start_after__lte=now)
+        reports += [
+            PodReport(pk, PodStatus.RUNNING)
+            for pk in starting.values_list("pk", flat=True)
+            if pk not in broken
+        ]
+        running = Workload.objects.filter(
+            kind=Kind.TRAINING, status=Status.RUNNING
+        ).prefetch_related("pods")
+        for workload in running:
+            pods = [p for p in workload.pods.all() if p.status == PodStatus.RUNNING]
+            if len(pods) < workload.replicas or broken.intersection(p.pk for p in pods):
+                continue
+            if not workload.sim_hung:
+                _advance(workload, now)
+            if workload.progress >= workload.total_work:
+                reports += [PodReport(p.pk, PodStatus.SUCCEEDED, exit_code=0) for p in pods]
+        return reports
+
+    def inject_pod_crash(self, pod: Pod, *, exit_code: int = 137) -> None:
+        """The pod's process dies with an exit code."""
+        type(pod).objects.filter(pk=pod.pk).update(sim_fault=f"{CRASH}{exit_code}")
+
+    def inject_node_down(self, node_name: str) -> int:
+        """A node goes away: it is cordoned and its pods are lost."""
+        from jobs.models import Pod
+        from quotas.models import Node
+
+        Node.objects.filter(name=node_name).update(schedulable=False)
+        lost = Pod.objects.filter(node__name=node_name, status__in=LIVE_POD_STATUSES)
+        return lost.update(sim_fault=NODE_LOST)
+
+    def inject_hang(self, workload: Workload) -> None:
+        """The job stops making progress while its pods keep running."""
+        type(workload).objects.filter(pk=workload.pk).update(sim_hung=True)
+
+
+def _advance(workload: Workload, now: datetime) -> None:
+    """Add GPU-seconds of work since the last progress; checkpoint on each interval boundary."""
+    since = workload.last_progress_at or now
+    rate = workload.total_gpu / 1000
+    before = workload.progress
+    workload.progress = min(
+        before + max((now - since).total_seconds(), 0.0) * rate, workload.total_work
+    )
+    workload.last_progress_at = now
+    fields = ["progress", "last_progress_at"]
+    last = workload.last_checkpoint_at or since
+    intervals = int((now - last).total_seconds() // workload.checkpoint_interval)
+    if workload.progress >= workload.total_work:
+        workload.checkpoint_progress, workload.last_checkpoint_at = workload.progress, now
+        fields += ["checkpoint_progress", "last_checkpoint_at"]
+    elif intervals > 0:
+        # The checkpoint is taken at the boundary, not at this observation.
+        at = last + timedelta(seconds=intervals * workload.checkpoint_interval)
+        workload.checkpoint_progress = before + max((at - since).total_seconds(), 0.0) * rate
+        workload.last_checkpoint_at = at
+        fields += ["checkpoint_progress", "last_checkpoint_at"]
+    workload.save(update_fields=fields)

@@ -1,0 +1,123 @@
+"""The one bridge between ORM rows and the pure core's types; nothing else imports both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Prefetch
+
+from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES, WAITING_STATUSES
+from jobs.models import Pod, Workload
+from jobs.scheduling import types as core
+from quotas.models import Node, Quota, QuotaResource, ResourcePool
+
+UNLIMITED = 10**15  # a max component left unset: no limit on that resource
+
+
+@dataclass
+class Bridge:
+    """A snapshot for the core plus the rows its names stand for."""
+
+    snapshot: core.Snapshot
+    workloads: dict[str, Workload]
+    nodes: dict[str, Node]
+
+
+def core_name(workload: Workload) -> str:
+    """Workload names are unique per workspace, so the core knows them as workspace/name."""
+    return f"{workload.workspace.name}/{workload.name}"
+
+
+def _seconds(at: datetime | None) -> float | None:
+    return None if at is None else at.timestamp()
+
+
+def _quota(quota: Quota, rows: list[QuotaResource], parent_name: str | None) -> core.Quota:
+    """A quota row and its amounts as a core Quota."""
+    mins = {r.node_pool.name: core.Resources(r.min_gpu, r.min_cpu, r.min_memory) for r in rows}
+    has_max = any(
+        r.max_gpu is not None or r.max_cpu is not None or r.max_memory is not None for r in rows
+    )
+    maxes = None
+    if has_max:
+        maxes = {
+            r.node_pool.name: core.Resources(
+                UNLIMITED if r.max_gpu is None else r.max_gpu,
+                UNLIMITED if r.max_cpu is None else r.max_cpu,
+                UNLIMITED if r.max_memory is None else r.max_memory,
+            )
+            for r in rows
+        }
+    return core.Quota(
+        name=quota.name,
+        parent=parent_name,
+        min=mins,
+        max=maxes,
+        child_preemption=quota.child_preemption,
+        lend_idle=quota.lend_idle,
+        weight=quota.over_quota_weight,
+        queue=quota.queue_strategy,
+    )
+
+
+def active_workloads() -> list[Workload]:
+    """Queued, requeued and running workloads with their pools and live pods (3 queries)."""
+    live = Pod.objects.filter(status__in=LIVE_POD_STATUSES).select_related("node")
+    return list(
+        Workload.objects.filter(status__in=ACTIVE_STATUSES)
+        .select_related("workspace", "quota")
+        .prefetch_related("node_pools", Prefetch("pods", queryset=live, to_attr="live_pods"))
+        .order_by("submitted_at", "pk")
+    )
+
+
+def to_core_workload(w: Workload) -> core.Workload:
+    """A workload row (fetched by active_workloads) as a core Workload."""
+    waiting = w.status in WAITING_STATUSES
+    pods = [] if waiting else list(w.live_pods)  # type: ignore[attr-defined]
+    return core.Workload(
+        name=core_name(w),
+        quota=w.quota.name,
+        kind=w.kind,
+        replicas=w.replicas,
+        request=core.Resources(w.gpu, w.cpu, w.memory),
+        pools=tuple(sorted(np.name for np in w.node_pools.all())),
+        priority=w.priority,
+        idle=w.idle_policy,
+        running=tuple(
+            core.Placement(p.node.name, tuple(p.devices)) for p in pods if p.node is not None
+        ),
+        submitted_at=w.submitted_at.timestamp(),
+        started_at=_seconds(w.started_at),
+        last_checkpoint_at=_seconds(w.last_checkpoint_at or w.started_at),
+    )
+
+
+def build(now: datetime, workloads: list[Workload] | None = None) -> Bridge:
+    """Snapshot the database for one cycle in a fixed number of queries."""
+    nodes = {n.name: n for n in Node.objects.select_related("node_pool")}
+    quotas = list(Quota.objects.select_related("parent"))
+    rows: dict[int, list[QuotaResource]] = {}
+    for r in QuotaResource.objects.select_related("node_pool"):
+        rows.setdefault(r.quota_id, []).append(r)
+    pool = ResourcePool.objects.order_by("pk").first()
+    workloads = active_workloads() if workloads is None else workloads
+    snapshot = core.Snapshot(
+        now=now.timestamp(),
+        nodes=tuple(
+            core.Node(n.name, n.node_pool.name, n.gpus, n.cpu, n.memory, n.schedulable)
+            for n in nodes.values()
+        ),
+        quotas=tuple(
+            _quota(q, rows.get(q.pk, []), q.parent.name if q.parent else None) for q in quotas
+        ),
+        workloads=tuple(to_core_workload(w) for w in workloads),
+        idle_scope=pool.idle_scope if pool else "tree",
+    )
+    return Bridge(snapshot, {core_name(w): w for w in workloads}, nodes)
+
+
+def node_ids(names: list[str]) -> dict[str, int]:
+    """Primary keys of nodes by name."""
+    return dict(Node.objects.filter(name__in=set(names)).values_list("name", "pk"))

@@ -1,0 +1,193 @@
+"""One scheduling cycle: snapshot the database, run the pure core, apply its decisions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+
+from jobs import bridge
+from jobs.backends import get_backend
+from jobs.backends.base import Backend
+from jobs.choices import LIVE_POD_STATUSES, EventKind, Kind, PodStatus, Status
+from jobs.events import record
+from jobs.models import ControlState, Pod, Workload
+from jobs.scheduling.cycle import run_cycle
+from jobs.scheduling.types import Admission, CycleResult, Preemption
+
+REASON_TEXT = {
+    "reclaim": "its owner reclaimed borrowed capacity",
+    "child_preemption": "child-level preemption by the parent quota",
+    "priority": "a higher-priority job in the same quota",
+    "fair_share": "fair-share reclaim among borrowers",
+}
+
+
+@dataclass(frozen=True)
+class CycleSummary:
+    """What one cycle did, for logs and benchmarks."""
+
+    ran: bool
+    admitted: int = 0
+    preempted: int = 0
+    pending: int = 0
+
+
+def _lock() -> ControlState | None:
+    """Take the one-writer lock: a row lock on PostgreSQL (skip if held); SQLite serialises."""
+    ControlState.objects.get_or_create(pk=1)
+    return ControlState.objects.select_for_update(skip_locked=True).filter(pk=1).first()
+
+
+def _scale_down(now: datetime, backend: Backend) -> None:
+    """Stop the newest replicas of services whose target fell below what runs."""
+    services = Workload.objects.filter(kind=Kind.INFERENCE, status=Status.RUNNING)
+    for service in services.prefetch_related("pods"):
+        live = [p for p in service.pods.all() if p.status in LIVE_POD_STATUSES]
+        extra = len(live) - service.replicas
+        if extra <= 0:
+            continue
+        for pod in sorted(live, key=lambda p: (p.created_at, p.pk), reverse=True)[:extra]:
+            pod.status, pod.ended_at, pod.reason = PodStatus.STOPPED, now, "Scaled down"
+            pod.save(update_fields=["status", "ended_at", "reason"])
+            backend.delete_pod(pod, grace_seconds=30)
+
+
+def _preempt(p: Preemption, rows: dict[str, Workload], now: datetime, backend: Backend) -> None:
+    """Evict a victim: pods Resource Preempted, roll back to the checkpoint, requeue or fail."""
+    victim = rows[p.workload]
+    preemptor = rows.get(p.by)
+    by = preemptor.name if preemptor else p.by
+    why = REASON_TEXT.get(p.reason, p.reason)
+    for pod in victim.live_pods:  # type: ignore[attr-defined]
+        pod.status, pod.ended_at = PodStatus.PREEMPTED, now
+        pod.reason = f"Resource Preempted by {by}: {why}"
+        pod.save(update_fields=["status", "ended_at", "reason"])
+        backend.delete_pod(pod, grace_seconds=30)
+    lost = max(victim.progress - victim.checkpoint_progress, 0.0)
+    victim.progress = victim.checkpoint_progress
+    victim.last_progress_at = None
+    victim.in_quota = None
+    requeue = victim.fault_tolerance and victim.restart_on_preemption
+    if requeue:
+        victim.status, victim.restarts = Status.REQUEUED, victim.restarts + 1
+        victim.status_reason = f"Preempted by {by} ({why}); requeued from its last checkpoint."
+    else:
+        victim.status, victim.ended_at = Status.FAILED, now
+        victim.status_reason = f"Preempted by {by} ({why}); fault tolerance is off."
+    victim.save()
+    record(
+        victim,
+        EventKind.PREEMPTED,
+        f"Preempted by {by}: {why}. Work lost since the last checkpoint: "
+        f"{lost / 3600:.2f} GPU-hours. {'Requeued.' if requeue else 'Failed (Preempted).'}",
+        at=now,
+        by=by,
+        reason=p.reason,
+        work_lost_gpu_seconds=lost,
+    )
+    if preemptor is not None:
+        record(
+            preemptor,
+            EventKind.PREEMPTOR,
+            f"Preempted {victim.name} ({why}) to make room.",
+            at=now,
+            victim=victim.name,
+            reason=p.reason,
+        )
+
+
+def _admit(a: Admission, rows: dict[str, Workload], now: datetime, backend: Backend) -> None:
+    """Start a workload (or more replicas of a service) on the chosen nodes."""
+    w = rows[a.workload]
+    nodes = bridge.node_ids([pl.node for pl in a.placements])
+    first_index = max((p.index for p in w.pods.all()), default=-1) + 1
+    pods = []
+    for i, placement in enumerate(a.placements):
+        pod = Pod(
+            workload=w,
+            index=first_index + i,
+            attempt=w.restarts,
+            node_id=nodes[placement.node],
+            devices=list(placement.devices),
+            status=PodStatus.PENDING,
+            borrowed=not a.in_quota,
+            created_at=now,
+        )
+        backend.create_pod(pod, now=now)
+        pods.append(pod)
+    Pod.objects.bulk_create(pods)
+    resumed = w.status == Status.REQUEUED
+    if w.status != Status.RUNNING:
+        w.status, w.status_reason = Status.RUNNING, ""
+        w.started_at = w.started_at or now
+        w.last_progress_at = now
+        w.last_checkpoint_at = now
+    w.in_quota, w.pending_reason = a.in_quota, ""
+    w.save()
+    label = "In Quota" if a.in_quota else "Not in Quota (borrowed idle capacity)"
+    record(w, EventKind.ADMITTED, f"Admitted {label}.", at=now, in_quota=a.in_quota)
+    where = ", ".join(sorted({pl.node for pl in a.placements}))
+    record(
+        w,
+        EventKind.PLACED,
+        f"{len(pods)} replica(s) placed on {where}.",
+        at=now,
+        nodes=[pl.node for pl in a.placements],
+    )
+    if resumed and w.kind == Kind.TRAINING and w.total_work:
+        pct = 100 * w.progress / w.total_work
+        record(
+            w,
+            EventKind.RESUMED,
+            f"Resumed from its last checkpoint at {pct:.0f}% progress.",
+            at=now,
+            progress=w.progress,
+        )
+
+
+def _classify(result: CycleResult, rows: dict[str, Workload], now: datetime) -> None:
+    """Store the In Quota / Not in Quota label of running workloads where it changed."""
+    for name, in_quota in result.classification.items():
+        w = rows.get(name)
+        if w is None or w.in_quota == in_quota or w.status != Status.RUNNING:
+            continue
+        w.in_quota = in_quota
+        w.save(update_fields=["in_quota"])
+        Pod.objects.filter(workload=w, status__in=LIVE_POD_STATUSES).update(borrowed=not in_quota)
+        label = "In Quota" if in_quota else "Not in Quota (preemptible)"
+        record(w, EventKind.ADMITTED, f"Now {label}.", at=now, in_quota=in_quota, label=True)
+
+
+def _pending(result: CycleResult, rows: dict[str, Workload]) -> None:
+    """Store each waiting workload's reason sentence where it changed."""
+    changed = []
+    for p in result.pending:
+        w = rows.get(p.workload)
+        if w is not None and w.pending_reason != p.reason[:300]:
+            w.pending_reason = p.reason[:300]
+            changed.append(w)
+    Workload.objects.bulk_update(changed, ["pending_reason"])
+
+
+@transaction.atomic
+def scheduling_cycle_run(*, now: datetime, backend: Backend | None = None) -> CycleSummary:
+    """Run one cycle, unless another process holds the cycle lock."""
+    backend = backend or get_backend()
+    state = _lock()
+    if state is None:
+        return CycleSummary(ran=False)
+    _scale_down(now, backend)
+    snap = bridge.build(now)
+    result = run_cycle(snap.snapshot)
+    for p in result.preempted:
+        _preempt(p, snap.workloads, now, backend)
+    for a in result.admitted:
+        _admit(a, snap.workloads, now, backend)
+    _classify(result, snap.workloads, now)
+    _pending(result, snap.workloads)
+    state.cycles += 1
+    state.last_cycle_at = now
+    state.save(update_fields=["cycles", "last_cycle_at"])
+    return CycleSummary(True, len(result.admitted), len(result.preempted), len(result.pending))

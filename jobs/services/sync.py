@@ -1,0 +1,166 @@
+"""Backend sync: pod phases become replica and workload status; fault tolerance restarts jobs."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from jobs.backends import get_backend
+from jobs.backends.base import Backend, PodReport
+from jobs.choices import LIVE_POD_STATUSES, EventKind, Kind, PodStatus, RestartMode, Status
+from jobs.events import record
+from jobs.models import Pod, Workload
+from jobs.services.workloads import end_workload
+from jobs.wakeup import request_cycle
+
+
+def _restart_allowed(w: Workload, *, node_lost: bool) -> bool:
+    """Fault tolerance is on for this cause and restarts remain."""
+    if w.kind == Kind.INFERENCE:
+        return True  # a service always replaces its replicas
+    if not w.fault_tolerance or w.failures >= w.max_restarts:
+        return False
+    return w.restart_on_node_loss if node_lost else w.restart_on_failure
+
+
+def _requeue(w: Workload, *, now: datetime, why: str, backend: Backend) -> None:
+    """Stop every live pod and put the job back in the queue from its last checkpoint."""
+    for pod in w.pods.filter(status__in=LIVE_POD_STATUSES):
+        pod.status, pod.ended_at, pod.reason = PodStatus.STOPPED, now, f"Restarting: {why}"
+        pod.save(update_fields=["status", "ended_at", "reason"])
+        backend.delete_pod(pod, grace_seconds=30)
+    lost = max(w.progress - w.checkpoint_progress, 0.0)
+    w.progress, w.last_progress_at, w.in_quota = w.checkpoint_progress, None, None
+    w.status, w.status_reason, w.sim_hung = Status.REQUEUED, why, False
+    w.restarts += 1
+    w.failures += 1
+    w.save()
+    record(
+        w,
+        EventKind.RESTARTED,
+        f"{why}. Restart {w.failures} of {w.max_restarts}: requeued from its last checkpoint "
+        f"({lost / 3600:.2f} GPU-hours lost).",
+        at=now,
+        work_lost_gpu_seconds=lost,
+    )
+    request_cycle()
+
+
+def _replace_pod(pod: Pod, w: Workload, *, now: datetime, why: str, backend: Backend) -> None:
+    """Async restart: start a new attempt of only the failed replica, on the same node."""
+    w.restarts += 1
+    w.failures += 1 if w.kind != Kind.INFERENCE else 0
+    w.save(update_fields=["restarts", "failures"])
+    replacement = Pod(
+        workload=w,
+        index=pod.index,
+        attempt=pod.attempt + 1,
+        node_id=pod.node_id,
+        devices=pod.devices,
+        borrowed=pod.borrowed,
+        created_at=now,
+    )
+    backend.create_pod(replacement, now=now)
+    replacement.save()
+    record(w, EventKind.RESTARTED, f"{why}. Replica {pod.index} restarted.", at=now)
+
+
+def _on_failure(pod: Pod, report: PodReport, *, now: datetime, backend: Backend) -> None:
+    """A replica failed: restart by the job's fault tolerance, or fail the job."""
+    w = pod.workload
+    why = f"Replica {pod.index} failed: {report.reason or 'exit code ' + str(report.exit_code)}"
+    record(w, EventKind.FAULT, why, at=now, exit_code=report.exit_code, node_lost=report.node_lost)
+    if not _restart_allowed(w, node_lost=report.node_lost):
+        detail = (
+            "fault tolerance is off"
+            if not w.fault_tolerance
+            else (f"{w.failures} of {w.max_restarts} restarts used")
+        )
+        end_workload(
+            w,
+            status=Status.FAILED,
+            reason=f"{why}; {detail}.",
+            now=now,
+            event_kind=EventKind.FINISHED,
+        )
+        request_cycle()
+        return
+    same_node_ok = not report.node_lost
+    if w.kind == Kind.INFERENCE or (w.restart_mode == RestartMode.ASYNC and same_node_ok):
+        if same_node_ok:
+            _replace_pod(pod, w, now=now, why=why, backend=backend)
+        else:
+            request_cycle()  # the service's missing replica is placed by the next cycle
+        return
+    _requeue(w, now=now, why=why, backend=backend)
+
+
+def _apply(report: PodReport, pod: Pod, *, now: datetime, backend: Backend) -> None:
+    """Apply one pod report."""
+    w = pod.workload
+    if report.phase == PodStatus.RUNNING:
+        pod.status, pod.started_at = PodStatus.RUNNING, now
+        pod.save(update_fields=["status", "started_at"])
+        if not w.pods.filter(status=PodStatus.PENDING).exists():
+            # Work starts once every replica runs; the clock of progress starts here.
+            w.last_progress_at = w.last_checkpoint_at = now
+            w.save(update_fields=["last_progress_at", "last_checkpoint_at"])
+            record(w, EventKind.STARTED, "All replicas running.", at=now)
+        return
+    pod.status, pod.ended_at = report.phase, now
+    pod.exit_code, pod.reason = report.exit_code, report.reason
+    pod.save(update_fields=["status", "ended_at", "exit_code", "reason"])
+    if report.phase == PodStatus.FAILED:
+        _on_failure(pod, report, now=now, backend=backend)
+    elif not w.pods.filter(status__in=LIVE_POD_STATUSES).exists():
+        w.progress = w.total_work
+        end_workload(
+            w,
+            status=Status.SUCCEEDED,
+            reason="All replicas finished.",
+            now=now,
+            event_kind=EventKind.FINISHED,
+        )
+        request_cycle()
+
+
+def _detect_hangs(now: datetime, backend: Backend) -> None:
+    """Restart running training that made no progress for its hang-detection window."""
+    candidates = Workload.objects.filter(
+        kind=Kind.TRAINING, status=Status.RUNNING, hang_minutes__isnull=False
+    ).select_related("workspace", "quota")
+    for w in candidates:
+        last = w.last_progress_at or w.started_at
+        if last is None or last > now - timedelta(minutes=w.hang_minutes or 0):
+            continue
+        why = f"No progress for {w.hang_minutes} minutes (hang detected)"
+        record(w, EventKind.FAULT, why, at=now)
+        if _restart_allowed(w, node_lost=False):
+            _requeue(w, now=now, why=why, backend=backend)
+        else:
+            end_workload(
+                w, status=Status.FAILED, reason=why, now=now, event_kind=EventKind.FINISHED
+            )
+
+
+@transaction.atomic
+def backend_sync(*, now: datetime, backend: Backend | None = None) -> int:
+    """Read what the cluster did since the last sync and apply it; returns reports applied."""
+    backend = backend or get_backend()
+    reports = backend.observe(now=now)
+    pods = Pod.objects.select_related("workload__workspace", "workload__quota").in_bulk(
+        [r.pod_id for r in reports]
+    )
+    applied = 0
+    for report in reports:
+        pod = pods.get(report.pod_id)
+        if pod is None or pod.status not in LIVE_POD_STATUSES:
+            continue  # already ended by the control loop: stale news
+        pod.workload.refresh_from_db()
+        if pod.workload.status != Status.RUNNING:
+            continue
+        _apply(report, pod, now=now, backend=backend)
+        applied += 1
+    _detect_hangs(now, backend)
+    return applied

@@ -1,0 +1,61 @@
+"""Usage sampling: per quota, GPUs In Quota, borrowed, pending, and preemptions since last time."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Count, F, Q, Sum
+
+from jobs.choices import LIVE_POD_STATUSES, WAITING_STATUSES, EventKind
+from jobs.models import ControlState, Pod, UsageSample, Workload, WorkloadEvent
+from quotas.models import Quota
+
+
+@transaction.atomic
+def usage_sample(*, now: datetime) -> list[UsageSample]:
+    """Write one sample per quota for workloads submitted directly to it (4 queries)."""
+    state, _ = ControlState.objects.get_or_create(pk=1)
+    since = state.last_sample_at
+    placed = (
+        Pod.objects.filter(status__in=LIVE_POD_STATUSES)
+        .values("workload__quota_id")
+        .annotate(
+            in_quota=Sum("workload__gpu", filter=Q(borrowed=False)),
+            borrowed=Sum("workload__gpu", filter=Q(borrowed=True)),
+        )
+    )
+    pending = (
+        Workload.objects.filter(status__in=WAITING_STATUSES)
+        .values("quota_id")
+        .annotate(gpu=Sum(F("gpu") * F("replicas")))
+    )
+    window = Q(at__lte=now) if since is None else Q(at__gt=since, at__lte=now)
+    preempted = (
+        WorkloadEvent.objects.filter(window, kind=EventKind.PREEMPTED)
+        .values("workload__quota_id")
+        .annotate(n=Count("pk"))
+    )
+    by_quota: dict[int, dict[str, int]] = {}
+    for row in placed:
+        entry = by_quota.setdefault(row["workload__quota_id"], {})
+        entry["in_quota"], entry["borrowed"] = row["in_quota"] or 0, row["borrowed"] or 0
+    for waiting in pending:
+        by_quota.setdefault(waiting["quota_id"], {})["pending"] = waiting["gpu"] or 0
+    for event in preempted:
+        by_quota.setdefault(event["workload__quota_id"], {})["preemptions"] = event["n"]
+    samples = [
+        UsageSample(
+            at=now,
+            quota_id=quota_id,
+            gpu_in_quota=by_quota.get(quota_id, {}).get("in_quota", 0),
+            gpu_borrowed=by_quota.get(quota_id, {}).get("borrowed", 0),
+            gpu_pending=by_quota.get(quota_id, {}).get("pending", 0),
+            preemptions=by_quota.get(quota_id, {}).get("preemptions", 0),
+        )
+        for quota_id in Quota.objects.values_list("pk", flat=True)
+    ]
+    UsageSample.objects.bulk_create(samples)
+    state.last_sample_at = now
+    state.save(update_fields=["last_sample_at"])
+    return samples

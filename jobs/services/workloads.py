@@ -1,0 +1,366 @@
+"""Submit and cancel workloads, after checking the workspace's Resource Usage rules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+
+from console.errors import DomainError
+from console.permissions import is_platform_admin
+from console.units import milli_to_gpus
+from jobs import clock
+from jobs.choices import (
+    ACTIVE_STATUSES,
+    ENDED_STATUSES,
+    LIVE_POD_STATUSES,
+    EventKind,
+    IdlePolicy,
+    Kind,
+    PodStatus,
+    RestartMode,
+    Status,
+)
+from jobs.events import record
+from jobs.models import Workload
+from jobs.wakeup import request_cycle
+from quotas.models import NodePool, Quota
+from workspaces.models import Membership, ResourceUsageRule, Workspace, WorkspaceQuota
+from workspaces.roles import SUBMIT
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What every workload asks for: replicas × (milli-GPU, millicores, MiB) on some pools."""
+
+    replicas: int
+    gpu: int
+    cpu: int = 0
+    memory: int = 0
+    priority: int = 5
+
+
+def _check_shape(shape: Shape, kind: str) -> None:
+    """Replicas at least 1, whole GPUs above one GPU, priority 1-9."""
+    if shape.replicas < 1:
+        raise DomainError(f"Replicas must be at least 1, not {shape.replicas}.", field="replicas")
+    if shape.gpu > 1000 and shape.gpu % 1000:
+        raise DomainError(
+            f"{milli_to_gpus(shape.gpu)} GPUs per replica: a fraction is only allowed below one "
+            "GPU (GPU sharing); above one, ask for whole GPUs.",
+            field="gpu",
+        )
+    if shape.cpu < 0 or shape.memory < 0:
+        field = "cpu" if shape.cpu < 0 else "memory"
+        raise DomainError(f"{field} must be 0 or more.", field=field)
+    if not 1 <= shape.priority <= 9:
+        raise DomainError(
+            f"Priority must be between 1 and 9, not {shape.priority}.", field="priority"
+        )
+
+
+def check_usage_rules(
+    *, actor: Any, workspace: Workspace, quota: Quota, total_gpu: int, priority: int
+) -> None:
+    """The actor's role may use this quota, within every cap that applies (strictest wins)."""
+    if is_platform_admin(actor):
+        return
+    if not actor.has_perm(SUBMIT, workspace):
+        raise PermissionDenied(f"You may not submit workloads in {workspace.name}.")
+    if not WorkspaceQuota.objects.filter(workspace=workspace, quota=quota).exists():
+        raise DomainError(
+            f"Quota {quota.name} is not bound to workspace {workspace.name}.", field="quota"
+        )
+    role = Membership.objects.filter(workspace=workspace, user=actor).values_list("role", flat=True)
+    rules = list(ResourceUsageRule.objects.filter(workspace=workspace, quota=quota, role__in=role))
+    if not rules:
+        raise DomainError(
+            f"No Resource Usage rule of {workspace.name} lets the role {', '.join(role) or '-'} "
+            f"use {quota.name}.",
+            field="quota",
+        )
+    caps = [r.max_gpus for r in rules if r.max_gpus is not None]
+    if caps and total_gpu > min(caps):
+        raise DomainError(
+            f"The Resource Usage rule for {quota.name} caps your role at "
+            f"{milli_to_gpus(min(caps))} GPUs; this asks for {milli_to_gpus(total_gpu)}.",
+            field="gpu",
+        )
+    prios = [r.max_priority for r in rules if r.max_priority is not None]
+    if prios and priority > min(prios):
+        raise DomainError(
+            f"The Resource Usage rule for {quota.name} caps your role at priority "
+            f"{min(prios)}; this asks for {priority}.",
+            field="priority",
+        )
+
+
+def _check_pools(quota: Quota, node_pools: Sequence[NodePool]) -> None:
+    """At least one accepted pool, all in the quota's resource pool."""
+    if not node_pools:
+        raise DomainError("Choose at least one node pool.", field="node_pools")
+    for np in node_pools:
+        if np.resource_pool_id != quota.resource_pool_id:
+            raise DomainError(
+                f"Node pool {np.name} is not in resource pool {quota.resource_pool.name} "
+                f"of {quota.name}.",
+                field="node_pools",
+            )
+
+
+def _check_name(workspace: Workspace, name: str) -> str:
+    """Names are required and unique within the workspace."""
+    name = name.strip()
+    if not name:
+        raise DomainError("A workload needs a name.", field="name")
+    if Workload.objects.filter(workspace=workspace, name=name).exists():
+        raise DomainError(f"{workspace.name} already has a workload named {name}.", field="name")
+    return name
+
+
+def _create(
+    *,
+    actor: Any,
+    workspace: Workspace,
+    quota: Quota,
+    name: str,
+    kind: str,
+    shape: Shape,
+    node_pools: Sequence[NodePool],
+    now: datetime | None,
+    **fields: Any,
+) -> Workload:
+    """Validate and create any kind of workload, then ask for a cycle."""
+    now = now or clock.now()
+    name = _check_name(workspace, name)
+    _check_shape(shape, kind)
+    _check_pools(quota, node_pools)
+    check_usage_rules(
+        actor=actor,
+        workspace=workspace,
+        quota=quota,
+        total_gpu=shape.gpu * shape.replicas,
+        priority=shape.priority,
+    )
+    workload = Workload.objects.create(
+        workspace=workspace,
+        quota=quota,
+        owner=actor,
+        name=name,
+        kind=kind,
+        replicas=shape.replicas,
+        gpu=shape.gpu,
+        cpu=shape.cpu,
+        memory=shape.memory,
+        priority=shape.priority,
+        submitted_at=now,
+        **fields,
+    )
+    workload.node_pools.set(node_pools)
+    record(
+        workload,
+        EventKind.SUBMITTED,
+        f"Submitted by {actor.username} to {quota.name}: {shape.replicas} × "
+        f"{milli_to_gpus(shape.gpu)} GPU.",
+        at=now,
+    )
+    request_cycle()
+    return workload
+
+
+@transaction.atomic
+def job_submit(
+    *,
+    actor: Any,
+    workspace: Workspace,
+    quota: Quota,
+    name: str,
+    shape: Shape,
+    node_pools: Sequence[NodePool],
+    idle_policy: str = IdlePolicy.NONE,
+    checkpoint_interval: int = 1800,
+    total_work: float | None = None,
+    fault_tolerance: bool = True,
+    max_restarts: int = 3,
+    restart_on_failure: bool = True,
+    restart_on_preemption: bool = True,
+    restart_on_node_loss: bool = True,
+    restart_mode: str = RestartMode.SYNC,
+    hang_minutes: int | None = None,
+    image: str = "",
+    command: str = "",
+    now: datetime | None = None,
+) -> Workload:
+    """Submit a training job; total_work is GPU-seconds (default: one hour on all its GPUs)."""
+    if idle_policy not in IdlePolicy.values:
+        raise DomainError(
+            f"Idle policy {idle_policy!r} is not one of {', '.join(IdlePolicy.values)}.",
+            field="idle_policy",
+        )
+    if restart_mode not in RestartMode.values:
+        raise DomainError(f"Restart mode {restart_mode!r} is unknown.", field="restart_mode")
+    if checkpoint_interval < 60:
+        raise DomainError(
+            f"Checkpoint interval must be at least 60 s, not {checkpoint_interval}.",
+            field="checkpoint_interval",
+        )
+    if hang_minutes is not None and hang_minutes < 1:
+        raise DomainError("Hang detection needs at least 1 minute.", field="hang_minutes")
+    if total_work is None:
+        total_work = shape.replicas * shape.gpu / 1000 * 3600
+    if total_work <= 0:
+        raise DomainError("Total work must be above 0 GPU-seconds.", field="total_work")
+    return _create(
+        actor=actor,
+        workspace=workspace,
+        quota=quota,
+        name=name,
+        kind=Kind.TRAINING,
+        shape=shape,
+        node_pools=node_pools,
+        now=now,
+        idle_policy=idle_policy,
+        checkpoint_interval=checkpoint_interval,
+        total_work=total_work,
+        fault_tolerance=fault_tolerance,
+        max_restarts=max_restarts,
+        restart_on_failure=restart_on_failure,
+        restart_on_preemption=restart_on_preemption,
+        restart_on_node_loss=restart_on_node_loss,
+        restart_mode=restart_mode,
+        hang_minutes=hang_minutes,
+        image=image,
+        command=command,
+    )
+
+
+@transaction.atomic
+def service_create(
+    *,
+    actor: Any,
+    workspace: Workspace,
+    quota: Quota,
+    name: str,
+    shape: Shape,
+    node_pools: Sequence[NodePool],
+    min_replicas: int = 1,
+    max_replicas: int | None = None,
+    image: str = "",
+    command: str = "",
+    now: datetime | None = None,
+) -> Workload:
+    """Create an inference service; shape.replicas is the initial target."""
+    max_replicas = max_replicas if max_replicas is not None else shape.replicas
+    if not 1 <= min_replicas <= max_replicas:
+        raise DomainError(
+            f"Min replicas {min_replicas} must be at least 1 and at most max {max_replicas}.",
+            field="min_replicas",
+        )
+    if not min_replicas <= shape.replicas <= max_replicas:
+        raise DomainError(
+            f"Replicas {shape.replicas} must be within {min_replicas}..{max_replicas}.",
+            field="replicas",
+        )
+    check_usage_rules(
+        actor=actor,
+        workspace=workspace,
+        quota=quota,
+        total_gpu=shape.gpu * max_replicas,
+        priority=shape.priority,
+    )
+    return _create(
+        actor=actor,
+        workspace=workspace,
+        quota=quota,
+        name=name,
+        kind=Kind.INFERENCE,
+        shape=shape,
+        node_pools=node_pools,
+        now=now,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        image=image,
+        command=command,
+        fault_tolerance=True,
+    )
+
+
+@transaction.atomic
+def instance_start(
+    *,
+    actor: Any,
+    workspace: Workspace,
+    quota: Quota,
+    name: str,
+    shape: Shape,
+    node_pools: Sequence[NodePool],
+    max_duration: int,
+    idle_stop_minutes: int | None = None,
+    image: str = "",
+    now: datetime | None = None,
+) -> Workload:
+    """Start an interactive instance with a time limit (seconds)."""
+    if max_duration < 60:
+        raise DomainError(
+            f"Maximum duration must be at least 60 s, not {max_duration}.", field="max_duration"
+        )
+    if idle_stop_minutes is not None and idle_stop_minutes < 1:
+        raise DomainError("Idle auto-stop needs at least 1 minute.", field="idle_stop_minutes")
+    return _create(
+        actor=actor,
+        workspace=workspace,
+        quota=quota,
+        name=name,
+        kind=Kind.INTERACTIVE,
+        shape=shape,
+        node_pools=node_pools,
+        now=now,
+        max_duration=max_duration,
+        idle_stop_minutes=idle_stop_minutes,
+        image=image,
+    )
+
+
+def end_workload(
+    workload: Workload, *, status: str, reason: str, now: datetime, event_kind: str
+) -> None:
+    """End a workload: stop its live pods, set the final status, record it."""
+    from jobs.backends import get_backend
+
+    backend = get_backend()
+    for pod in workload.pods.filter(status__in=LIVE_POD_STATUSES):
+        pod.status = PodStatus.STOPPED if status != Status.SUCCEEDED else PodStatus.SUCCEEDED
+        pod.ended_at = now
+        pod.reason = reason
+        pod.save(update_fields=["status", "ended_at", "reason"])
+        backend.delete_pod(pod, grace_seconds=30)
+    workload.status = status
+    workload.status_reason = reason
+    workload.ended_at = now
+    workload.pending_reason = ""
+    workload.save(update_fields=["status", "status_reason", "ended_at", "pending_reason"])
+    record(workload, event_kind, reason, at=now)
+
+
+@transaction.atomic
+def workload_cancel(*, actor: Any, workload: Workload, now: datetime | None = None) -> Workload:
+    """Cancel a queued or running workload (stop, for an interactive instance)."""
+    now = now or clock.now()
+    workload = Workload.objects.select_for_update().get(pk=workload.pk)
+    if workload.status in ENDED_STATUSES:
+        raise DomainError(f"{workload.name} has already ended ({workload.status}).", field="status")
+    assert workload.status in ACTIVE_STATUSES
+    stopped = workload.kind == Kind.INTERACTIVE
+    end_workload(
+        workload,
+        status=Status.STOPPED if stopped else Status.CANCELLED,
+        reason=f"{'Stopped' if stopped else 'Cancelled'} by {actor.username}.",
+        now=now,
+        event_kind=EventKind.CANCELLED,
+    )
+    request_cycle()
+    return workload

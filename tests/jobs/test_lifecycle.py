@@ -1,0 +1,142 @@
+"""Workload lifecycles through services and task functions, with an injected clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.choices import EventKind, PodStatus, Status
+from jobs.models import Workload
+from jobs.services.scaling import service_scale
+from jobs.services.workloads import workload_cancel
+
+pytestmark = pytest.mark.django_db
+
+
+def _refresh(w: Workload) -> Workload:
+    w.refresh_from_db()
+    return w
+
+
+def _pod_statuses(w: Workload) -> list[str]:
+    return sorted(p.status for p in w.pods.all())
+
+
+def test_job_is_admitted_runs_and_succeeds(bob, submit, tick) -> None:
+    job = submit(bob, "resnet", replicas=2, gpus=8, total_work=16 * 3600)
+    assert job.status == Status.QUEUED
+    tick()
+    job = _refresh(job)
+    assert job.status == Status.RUNNING and job.in_quota is True
+    assert _pod_statuses(job) == [PodStatus.PENDING, PodStatus.PENDING]
+    tick(30)
+    assert _pod_statuses(job) == [PodStatus.RUNNING, PodStatus.RUNNING]
+    tick(1800)
+    assert 0.45 < _refresh(job).progress / job.total_work < 0.55
+    tick(1800)
+    job = _refresh(job)
+    assert job.status == Status.SUCCEEDED
+    assert _pod_statuses(job) == [PodStatus.SUCCEEDED, PodStatus.SUCCEEDED]
+    kinds = list(job.events.values_list("kind", flat=True))
+    assert kinds[:3] == [EventKind.SUBMITTED, EventKind.ADMITTED, EventKind.PLACED]
+    assert kinds[-1] == EventKind.FINISHED
+
+
+def test_borrowed_job_is_preempted_requeued_and_resumes_from_checkpoint(
+    bob, submit, service, tick, clock
+) -> None:
+    own = submit(bob, "own", replicas=6, total_work=48 * 8 * 3600)
+    tick(1)
+    borrowed = submit(
+        bob,
+        "borrowed",
+        replicas=5,
+        idle_policy="acceptable",
+        checkpoint_interval=600,
+        total_work=40 * 4 * 3600,
+    )
+    tick(1)
+    tick(30)
+    assert _refresh(own).in_quota is True
+    assert _refresh(borrowed).in_quota is False
+    assert _refresh(service).status == Status.RUNNING
+
+    tick(1500)  # 25 minutes: checkpoints at 10 and 20 minutes, 5 minutes of work since
+    at_preemption = _refresh(borrowed).progress
+    service_scale(service=service, replicas=8, now=clock.now(), reason="rule day")
+    tick()
+    borrowed = _refresh(borrowed)
+    assert borrowed.status == Status.REQUEUED
+    assert _pod_statuses(borrowed) == [PodStatus.PREEMPTED] * 5
+    event = borrowed.events.get(kind=EventKind.PREEMPTED)
+    assert event.data["by"] == "chat-api" and event.data["reason"] == "reclaim"
+    lost = event.data["work_lost_gpu_seconds"]
+    assert lost == pytest.approx(40 * 300, rel=0.01)  # five minutes on 40 GPUs
+    assert borrowed.progress == pytest.approx(at_preemption - lost)
+    tick(30)
+    assert len(_refresh(service).pods.filter(status=PodStatus.RUNNING)) == 8
+
+    service_scale(service=service, replicas=1, now=clock.now(), reason="rule night")
+    tick()
+    borrowed = _refresh(borrowed)
+    assert borrowed.status == Status.RUNNING and borrowed.restarts == 1
+    assert "Resumed from its last checkpoint" in borrowed.events.get(kind=EventKind.RESUMED).message
+    tick(30)
+    tick(4 * 3600)
+    assert _refresh(borrowed).status == Status.SUCCEEDED
+
+
+def test_crash_restarts_up_to_max_restarts_then_fails(bob, submit, tick, sim) -> None:
+    job = submit(bob, "flaky", max_restarts=2, total_work=8 * 36000)
+    for attempt in range(3):
+        tick()
+        tick(30)
+        sim.inject_pod_crash(job.pods.get(status=PodStatus.RUNNING), exit_code=137)
+        tick(60)
+        job = _refresh(job)
+        if attempt < 2:
+            assert job.status in {Status.REQUEUED, Status.RUNNING}
+            assert job.failures == attempt + 1
+    assert job.status == Status.FAILED
+    assert "exit code 137" in job.status_reason and "2 of 2 restarts used" in job.status_reason
+
+
+def test_hang_is_detected_and_the_job_restarted(bob, submit, tick, sim) -> None:
+    job = submit(bob, "stuck", hang_minutes=10, total_work=8 * 36000)
+    tick()
+    tick(30)
+    sim.inject_hang(job)
+    tick(300)
+    assert _refresh(job).status == Status.RUNNING
+    tick(600)
+    job = _refresh(job)
+    assert job.restarts == 1
+    assert job.events.filter(kind=EventKind.FAULT, message__contains="hang detected").exists()
+    tick()
+    assert _refresh(job).status == Status.RUNNING
+
+
+def test_node_down_reschedules_replicas_elsewhere(bob, submit, tick, sim) -> None:
+    job = submit(bob, "resilient", replicas=2, total_work=16 * 36000)
+    tick()
+    tick(30)
+    lost_node = job.pods.first().node.name
+    sim.inject_node_down(lost_node)
+    tick(10)
+    job = _refresh(job)
+    assert job.status == Status.RUNNING and job.restarts == 1
+    live = job.pods.filter(status__in=[PodStatus.PENDING, PodStatus.RUNNING])
+    assert live.count() == 2
+    assert lost_node not in {p.node.name for p in live}
+
+
+def test_cancel_stops_pods_and_frees_capacity_for_the_queue(bob, submit, tick, clock) -> None:
+    big = submit(bob, "big", replicas=6)
+    clock.advance(1)
+    waiting = submit(bob, "waiting", replicas=1)
+    tick()
+    assert _refresh(waiting).status == Status.QUEUED
+    assert "Quota 1.1" in _refresh(waiting).pending_reason
+    workload_cancel(actor=bob, workload=big)
+    tick()
+    assert _pod_statuses(_refresh(big)) == [PodStatus.STOPPED] * 6
+    assert _refresh(waiting).status == Status.RUNNING
