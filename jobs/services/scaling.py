@@ -1,0 +1,328 @@
+"""Scale inference services by hand or on a schedule (cron rules in a time zone).
+
+Each rule is mirrored by a django-celery-beat crontab PeriodicTask for the distributed mode;
+the embedded runner calls scaling_rules_fire_due() every tick instead. Either way the firing
+itself is scaling_rule_fire(), which is idempotent: it works out the latest firing at or
+before now and applies it only once, so duplicate, late or retried ticks are harmless.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django_celery_beat.models import CrontabSchedule, PeriodicTask
+
+from console.errors import DomainError
+from jobs import clock
+from jobs.choices import ENDED_STATUSES, EventKind, Kind
+from jobs.cron import CronExpr, parse, zone
+from jobs.events import record
+from jobs.models import ScalingRule, Workload
+from jobs.wakeup import request_cycle
+
+FIRE_TASK = "jobs.tasks.scaling_rule_fire"
+# A beat tick not picked up within a minute is dropped: the next tick (or the embedded runner)
+# catches the rule up anyway, so missed ticks never pile up in the queue.
+EXPIRE_SECONDS = 60
+RULE_FIELDS = ("name", "cron", "timezone", "target_replicas", "exclude_cron", "enabled")
+
+
+def _replicas_word(count: int) -> str:
+    return "replica" if count == 1 else "replicas"
+
+
+def _check_range(service: Workload, replicas: int, field: str) -> None:
+    """Refuse a replica count outside the service's min..max."""
+    if not service.min_replicas <= replicas <= service.max_replicas:
+        raise DomainError(
+            f"{service.name} runs {service.min_replicas}-{service.max_replicas} replicas; "
+            f"{replicas} is out of that range.",
+            field=field,
+        )
+
+
+def _check_service(service: Workload) -> None:
+    """Only inference services scale."""
+    if service.kind != Kind.INFERENCE:
+        raise DomainError(
+            f"{service.name} is not an inference service; only services scale.", field="service"
+        )
+
+
+@transaction.atomic
+def service_scale(
+    *,
+    service: Workload,
+    replicas: int,
+    now: datetime,
+    actor: Any = None,
+    reason: str = "manual",
+) -> Workload:
+    """Set an inference service's target replicas; the next scheduling cycle acts on it."""
+    _check_service(service)
+    service = Workload.objects.select_for_update().get(pk=service.pk)
+    if service.status in ENDED_STATUSES:
+        raise DomainError(
+            f"{service.name} has ended ({service.status}); it cannot be scaled.", field="replicas"
+        )
+    _check_range(service, replicas, "replicas")
+    before = service.replicas
+    if before == replicas:
+        return service
+    service.replicas = replicas
+    service.save(update_fields=["replicas"])
+    if reason != "manual":
+        by = f" by {reason}"
+    elif actor is not None and getattr(actor, "is_authenticated", False):
+        by = f" by {actor.username}"
+    else:
+        by = ""
+    record(
+        service,
+        EventKind.SCALED,
+        f"Scaled from {before} to {replicas} {_replicas_word(replicas)}{by}",
+        at=now,
+        before=before,
+        after=replicas,
+        reason=reason,
+        actor=getattr(actor, "username", None),
+    )
+    request_cycle()
+    return service
+
+
+# Rules ---------------------------------------------------------------------------------------
+
+
+def _validated(service: Workload, values: dict[str, Any], rule: ScalingRule | None) -> CronExpr:
+    """Check a rule's values in place (trimming text); returns its parsed cron."""
+    _check_service(service)
+    name = str(values["name"]).strip()
+    if not name:
+        raise DomainError("Give the rule a name.", field="name")
+    if len(name) > 100:
+        raise DomainError(f"A rule name has at most 100 characters, not {len(name)}.", field="name")
+    clash = ScalingRule.objects.filter(service=service, name=name)
+    if rule is not None:
+        clash = clash.exclude(pk=rule.pk)
+    if clash.exists():
+        raise DomainError(f"{service.name} already has a rule named {name!r}.", field="name")
+    values["name"] = name
+    values["cron"] = " ".join(str(values["cron"]).split())
+    cron = parse(values["cron"], field="cron")
+    values["exclude_cron"] = " ".join(str(values["exclude_cron"] or "").split())
+    if values["exclude_cron"]:
+        parse(values["exclude_cron"], field="exclude_cron")
+    values["timezone"] = str(values["timezone"]).strip()
+    zone(values["timezone"], field="timezone")
+    target = values["target_replicas"]
+    if not isinstance(target, int) or isinstance(target, bool):
+        raise DomainError(
+            f"Target replicas must be a whole number, not {target!r}.", field="target_replicas"
+        )
+    _check_range(service, target, "target_replicas")
+    values["enabled"] = bool(values["enabled"])
+    return cron
+
+
+def _task_name(rule: ScalingRule) -> str:
+    return f"Scaling rule {rule.pk}: {rule.service.name} / {rule.name}"[:200]
+
+
+def _sync_periodic_task(rule: ScalingRule, cron: CronExpr) -> None:
+    """Create or update the rule's beat task so it matches the rule."""
+    schedule, _ = CrontabSchedule.objects.get_or_create(
+        **cron.celery_fields(), timezone=zone(rule.timezone)
+    )
+    task = rule.periodic_task or PeriodicTask()
+    previous_schedule_id = task.crontab_id if task.pk else None
+    task.name = _task_name(rule)
+    task.task = FIRE_TASK
+    task.crontab = schedule
+    task.interval = None
+    task.kwargs = json.dumps({"rule_id": rule.pk})
+    task.enabled = rule.enabled
+    task.expires = None
+    task.expire_seconds = EXPIRE_SECONDS
+    task.description = (
+        f"Set {rule.service.name} to {rule.target_replicas} "
+        f"{_replicas_word(rule.target_replicas)} at {rule.cron} ({rule.timezone})"
+        + (f", except {rule.exclude_cron}" if rule.exclude_cron else "")
+        + ". Managed by Tidepool: edit the scaling rule, not this task."
+    )
+    task.save()
+    if rule.periodic_task_id != task.pk:
+        rule.periodic_task = task
+        rule.save(update_fields=["periodic_task"])
+    if previous_schedule_id and previous_schedule_id != schedule.pk:
+        _drop_unused_schedule(previous_schedule_id)
+
+
+def _drop_unused_schedule(schedule_id: int) -> None:
+    """Delete a crontab schedule no periodic task uses any more."""
+    CrontabSchedule.objects.filter(pk=schedule_id, periodictask__isnull=True).delete()
+
+
+@transaction.atomic
+def scaling_rule_create(
+    *,
+    service: Workload,
+    name: str,
+    cron: str,
+    timezone: str,
+    target_replicas: int,
+    exclude_cron: str = "",
+    enabled: bool = True,
+    now: datetime,
+) -> ScalingRule:
+    """Add a scheduled scaling rule to an inference service, with its beat task."""
+    values: dict[str, Any] = {
+        "name": name,
+        "cron": cron,
+        "timezone": timezone,
+        "target_replicas": target_replicas,
+        "exclude_cron": exclude_cron,
+        "enabled": enabled,
+    }
+    parsed = _validated(service, values, None)
+    rule = ScalingRule.objects.create(service=service, created_at=now, **values)
+    _sync_periodic_task(rule, parsed)
+    return rule
+
+
+@transaction.atomic
+def scaling_rule_update(
+    *, rule: ScalingRule, now: datetime | None = None, **fields: Any
+) -> ScalingRule:
+    """Change a rule's name, cron, time zone, target, exclusions or enabled flag.
+
+    A new schedule (or re-enabling) does not fire retroactively: the latest firing under the
+    new schedule up to now counts as handled, as it would for a rule created now.
+    """
+    unknown = sorted(set(fields) - set(RULE_FIELDS))
+    if unknown:
+        raise DomainError(f"A scaling rule has no field {unknown[0]!r}.", field=unknown[0])
+    rule = ScalingRule.objects.select_for_update().select_related("service").get(pk=rule.pk)
+    values: dict[str, Any] = {key: getattr(rule, key) for key in RULE_FIELDS}
+    before = dict(values)
+    values.update(fields)
+    parsed = _validated(rule.service, values, rule)
+    for key, value in values.items():
+        setattr(rule, key, value)
+    rescheduled = any(values[k] != before[k] for k in ("cron", "timezone", "exclude_cron")) or (
+        values["enabled"] and not before["enabled"]
+    )
+    if rescheduled and rule.enabled:
+        latest = parsed.previous_at_or_before(now or clock.now(), rule.timezone)
+        floor = rule.created_at
+        if rule.last_fired_at is not None and rule.last_fired_at > floor:
+            floor = rule.last_fired_at
+        if latest is not None and latest > floor:
+            rule.last_fired_at = latest
+    rule.save()
+    _sync_periodic_task(rule, parsed)
+    return rule
+
+
+@transaction.atomic
+def scaling_rule_delete(*, rule: ScalingRule) -> None:
+    """Remove a rule and its beat task."""
+    rule = ScalingRule.objects.select_related("periodic_task").get(pk=rule.pk)
+    task = rule.periodic_task
+    rule.delete()
+    if task is not None:
+        schedule_id = task.crontab_id
+        task.delete()
+        if schedule_id:
+            _drop_unused_schedule(schedule_id)
+
+
+# Firing --------------------------------------------------------------------------------------
+
+
+def _due_firing(rule: ScalingRule, now: datetime) -> datetime | None:
+    """The firing of the rule that has not been handled yet, if any (no queries)."""
+    if not rule.enabled:
+        return None
+    latest = parse(rule.cron).previous_at_or_before(now, rule.timezone)
+    if latest is None or latest <= rule.created_at:
+        return None
+    if rule.last_fired_at is not None and latest <= rule.last_fired_at:
+        return None
+    return latest
+
+
+@transaction.atomic
+def scaling_rule_fire(*, rule: ScalingRule, now: datetime) -> bool:
+    """Apply the rule's latest firing at or before now, once; returns whether it scaled.
+
+    An excluded firing (its local time matches exclude_cron) or one the service cannot take
+    (ended, target out of range) is marked handled without scaling.
+    """
+    rule = ScalingRule.objects.select_for_update().select_related("service").get(pk=rule.pk)
+    firing = _due_firing(rule, now)
+    if firing is None:
+        return False
+    rule.last_fired_at = firing
+    rule.save(update_fields=["last_fired_at"])
+    tz = zone(rule.timezone)
+    if rule.exclude_cron and parse(rule.exclude_cron).matches(firing.astimezone(tz)):
+        return False
+    service = rule.service
+    if service.status in ENDED_STATUSES or service.replicas == rule.target_replicas:
+        return False
+    try:
+        service_scale(
+            service=service,
+            replicas=rule.target_replicas,
+            now=now,
+            reason=f"rule {rule.name} ({rule.cron} {rule.timezone})",
+        )
+    except DomainError as error:
+        # The service's range changed since the rule was written: say so on its timeline.
+        record(
+            service,
+            EventKind.SCALED,
+            f"Rule {rule.name} did not scale: {error.message}",
+            at=now,
+            rule=rule.pk,
+        )
+        return False
+    return True
+
+
+def scaling_rules_fire_due(*, now: datetime) -> int:
+    """Fire every enabled rule that is due (the embedded runner's tick); returns how many scaled.
+
+    One query loads the rules; only due ones do any more work. When a service has several
+    due rules (the runner was down over 08:00 and 22:00), they fire oldest first, so the
+    latest one wins.
+    """
+    rules = ScalingRule.objects.filter(enabled=True).only(
+        "id", "cron", "timezone", "enabled", "created_at", "last_fired_at"
+    )
+    due = [(firing, rule) for rule in rules if (firing := _due_firing(rule, now)) is not None]
+    due.sort(key=lambda pair: (pair[0], pair[1].pk))
+    return sum(1 for _, rule in due if scaling_rule_fire(rule=rule, now=now))
+
+
+def next_firing(rule: ScalingRule, after: datetime) -> datetime | None:
+    """When the rule fires next after that time, in the rule's time zone (None if never)."""
+    if not rule.enabled:
+        return None
+    tz = zone(rule.timezone)
+    exclude = parse(rule.exclude_cron) if rule.exclude_cron else None
+    cron = parse(rule.cron)
+    when: datetime | None = after
+    # Skip excluded firings; a bounded number of steps covers long exclusions (weekends).
+    for _ in range(1000):
+        assert when is not None
+        when = cron.next_after(when, tz)
+        if when is None:
+            return None
+        if exclude is None or not exclude.matches(when.astimezone(tz)):
+            return when.astimezone(tz)
+    return None
