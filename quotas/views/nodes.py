@@ -21,8 +21,10 @@ from quotas.services.nodes import node_pool_create, node_schedulable_set, nodes_
 
 def node_pools_with_counts() -> QuerySet[NodePool]:
     """Node pools with node and GPU counts, in one query."""
-    return NodePool.objects.select_related("resource_pool").annotate(
-        node_count=Count("nodes"), gpu_count=Sum("nodes__gpus")
+    return (
+        NodePool.objects.select_related("resource_pool")
+        .annotate(node_count=Count("nodes"), gpu_count=Sum("nodes__gpus"))
+        .order_by("name")
     )
 
 
