@@ -262,7 +262,11 @@ def scaling_rule_fire(*, rule: ScalingRule, now: datetime) -> bool:
     An excluded firing (its local time matches exclude_cron) or one the service cannot take
     (ended, target out of range) is marked handled without scaling.
     """
-    rule = ScalingRule.objects.select_for_update().select_related("service").get(pk=rule.pk)
+    locked = ScalingRule.objects.select_for_update().select_related("service").filter(pk=rule.pk)
+    current = locked.first()  # None if deleted since the tick was queued
+    if current is None:
+        return False
+    rule = current
     firing = _due_firing(rule, now)
     if firing is None:
         return False

@@ -426,3 +426,10 @@ def test_rules_with_the_same_schedule_share_a_crontab(service: Workload) -> None
     assert CrontabSchedule.objects.count() == 1
     scaling_rule_delete(rule=b)
     assert CrontabSchedule.objects.count() == 1
+
+
+def test_firing_a_rule_deleted_meanwhile_does_nothing(service: Workload) -> None:
+    day, _ = day_and_night(service)
+    ScalingRule.objects.filter(pk=day.pk).delete()
+    assert scaling_rule_fire(rule=day, now=utc(2025, 6, 2, 0, 0)) is False
+    assert replicas(service) == 1
