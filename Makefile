@@ -20,7 +20,7 @@ migrate: install
 
 demo: migrate
 	DJANGO_SETTINGS_MODULE=console.settings.local $(BIN)/python manage.py seed_demo
-	DJANGO_SETTINGS_MODULE=console.settings.local $(BIN)/python manage.py runserver 127.0.0.1:$(PORT)
+	DJANGO_SETTINGS_MODULE=console.settings.local $(BIN)/python manage.py serve --port $(PORT)
 
 lint: install
 	$(BIN)/ruff check .

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import transaction
 
+from jobs.choices import Kind
+from jobs.models import Workload
 from quotas.amounts import Amounts
 from quotas.models import Node, NodePool, Quota, ResourcePool
 from quotas.services.nodes import node_create, node_pool_create, resource_pool_create
@@ -107,3 +110,32 @@ def seed_demo() -> Demo:
             resource_usage_rule_set(workspace=ws, quota=quotas[quota_name], role=role)
         workspaces[ws_name] = ws
     return Demo(resource_pool=pool, node_pool=node_pool, quotas=quotas, workspaces=workspaces)
+
+
+@transaction.atomic
+def seed_demo_service(*, now: datetime) -> Workload:
+    """Team A's inference service in Quota 1: 8 GPUs a replica, 8 by day and 1 by night."""
+    from jobs.services.scaling import scaling_rule_create
+    from jobs.services.workloads import Shape, service_create
+
+    existing = Workload.objects.filter(name="chat-api", kind=Kind.INFERENCE).first()
+    if existing:
+        return existing
+    demo = seed_demo()
+    alice = get_user_model().objects.get(username="alice")
+    service = service_create(
+        actor=alice,
+        workspace=demo.workspaces["workspace_a"],
+        quota=demo.quotas["Quota 1"],
+        name="chat-api",
+        shape=Shape(replicas=1, gpu=8000, cpu=16000, memory=131072, priority=9),
+        node_pools=[demo.node_pool],
+        min_replicas=1,
+        max_replicas=8,
+        now=now,
+    )
+    for name, cron, target in (("day", "0 8 * * *", 8), ("night", "0 22 * * *", 1)):
+        scaling_rule_create(
+            service=service, name=name, cron=cron, timezone="UTC", target_replicas=target, now=now
+        )
+    return service

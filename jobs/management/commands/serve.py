@@ -1,0 +1,56 @@
+"""Serve the console with the embedded control loop, simulated clock and demo traffic."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from console.demo import seed_demo_service
+from console.runner import Runner
+from console.traffic import DemoTraffic
+from jobs import clock
+from jobs.clock import SimulatedClock
+from jobs.models import ControlState
+
+
+class Command(BaseCommand):
+    """`python manage.py serve --port 8000`: what `make demo` runs."""
+
+    help = "Run the ASGI console with the in-process runner on a simulated cluster."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        """Port, speed and whether to generate demo traffic."""
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--speed", type=float, default=settings.SIM_SPEED)
+        parser.add_argument("--no-traffic", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Resume the simulated clock where the last run left it, start the loop, serve."""
+        state, _ = ControlState.objects.get_or_create(pk=1)
+        today = datetime.now(UTC).date()
+        start = state.sim_now or datetime.combine(today, time(7, 30), tzinfo=UTC)
+        sim = SimulatedClock(start, options["speed"])
+        clock.set_clock(sim)
+        seed_demo_service(now=sim.now())
+
+        def remember() -> None:
+            ControlState.objects.filter(pk=1).update(sim_now=sim.now())
+
+        extra: list[Callable[[], object]] = [remember]
+        if not options["no_traffic"]:
+            extra.append(DemoTraffic())
+        runner = Runner(speed=options["speed"], extra=extra)
+        runner.start()
+        self.stdout.write(
+            f"Simulated clock at {start:%Y-%m-%d %H:%M} UTC, {options['speed']:g}× real time "
+            f"(one day in {24 * 60 / options['speed']:.0f} minutes)."
+        )
+        try:
+            call_command("runserver", f"127.0.0.1:{options['port']}", use_reloader=False)
+        finally:
+            runner.stop()
