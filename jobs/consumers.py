@@ -58,7 +58,7 @@ class WorkspaceEventsConsumer(EventsConsumer):
     async def allowed(self, user: Any) -> bool:
         """Members (view permission on the workspace) and platform admins."""
         pk = self.scope["url_route"]["kwargs"]["workspace_id"]
-        return await database_sync_to_async(_may_view_workspace)(user, pk)
+        return bool(await database_sync_to_async(_may_view_workspace)(user, pk))
 
     def group_name(self) -> str:
         """workspace.<id>."""
@@ -70,7 +70,7 @@ class ClusterEventsConsumer(EventsConsumer):
 
     async def allowed(self, user: Any) -> bool:
         """Platform admins only."""
-        return await database_sync_to_async(is_platform_admin)(user)
+        return bool(await database_sync_to_async(is_platform_admin)(user))
 
     def group_name(self) -> str:
         """The cluster group."""
