@@ -15,5 +15,8 @@ urlpatterns = [
     path("quotas/", include("quotas.urls")),
     path("nodes/", include("quotas.node_urls")),
     path("workspaces/", include("workspaces.urls")),
+    path("workspaces/<slug:workspace>/", include("jobs.urls")),
+    path("dashboard/", include("jobs.dashboard_urls")),
+    path("api/v1/", include("console.api_urls")),
     path("django-admin/", admin.site.urls),
 ]

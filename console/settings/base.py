@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import plotly
+
 BASE_DIR = Path(__file__).resolve().parents[2]
 
 
@@ -114,7 +116,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.js is served from the plotly package itself, never from a CDN.
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    ("plotly", str(Path(plotly.__file__).parent / "package_data")),
+]
 
 REDIS_URL = env("REDIS_URL", "")
 CHANNEL_LAYERS = (
