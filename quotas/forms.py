@@ -164,7 +164,9 @@ class QuotaForm(AmountsForm):
     name = forms.CharField(max_length=100)
     resource_pool = forms.ModelChoiceField(queryset=ResourcePool.objects.all())
     over_quota_weight = forms.FloatField(
-        required=False, help_text="Share of borrowed capacity. Empty: proportional to min."
+        required=False,
+        label="Over-quota weight",
+        help_text="Share of borrowed capacity. Empty: proportional to min.",
     )
     child_preemption = forms.BooleanField(
         required=False,

@@ -260,7 +260,7 @@ def test_scale_refused_shows_the_message_and_changes_nothing(demo: Demo, admin, 
     )
     assert response.status_code == 200
     message = (
-        "Quota Quota 1 has 128 GPUs on A100-80G and its children would need 136 GPUs "
+        "Quota 1 has 128 GPUs on A100-80G and its children would need 136 GPUs "
         "(Quota 1.1 56 GPUs + Quota 1.2 80 GPUs). At most 48 GPUs fit for Quota 1.1."
     )
     assert response.context["form"].errors[_amounts_field(demo, "min", "gpu")] == [message]
@@ -293,7 +293,7 @@ def test_scale_max_below_min_shows_on_the_max_field(demo: Demo, admin, login) ->
         },
     )
     assert response.context["form"].errors[_amounts_field(demo, "max", "gpu")] == [
-        "Quota Quota 1.1: max 40 GPUs on A100-80G is below its min 48 GPUs."
+        "Quota 1.1: max 40 GPUs on A100-80G is below its min 48 GPUs."
     ]
 
 
@@ -305,7 +305,7 @@ def test_scale_of_a_stale_page_is_refused_for_the_whole_form(demo: Demo, admin, 
         f"/quotas/{q11.pk}/scale/", {_amounts_field(demo, "min", "gpu"): "30", "version": "1"}
     )
     assert response.context["form"].non_field_errors() == [
-        "Quota Quota 1.1 is at version 2, not 1: it changed since you loaded it."
+        "Quota 1.1 is at version 2, not 1: it changed since you loaded it."
     ]
     assert dump() == before
 
@@ -424,7 +424,7 @@ def test_delete_refused_with_children_shows_the_message(demo: Demo, admin, login
     response = login(admin).post(f"/quotas/{demo.quotas['Quota 1'].pk}/delete/")
     assert response.status_code == 200
     assert (
-        "Quota Quota 1 has child quotas (Quota 1.1, Quota 1.2); delete them first."
+        "Quota 1 has child quotas (Quota 1.1, Quota 1.2); delete them first."
         in response.content.decode()
     )
     assert dump() == before
@@ -433,7 +433,7 @@ def test_delete_refused_with_children_shows_the_message(demo: Demo, admin, login
 def test_delete_refused_with_a_bound_workspace_shows_the_message(demo: Demo, admin, login) -> None:
     response = login(admin).post(f"/quotas/{demo.quotas['Quota 1.2'].pk}/delete/")
     assert (
-        "Quota Quota 1.2 is bound to workspaces (workspace_c); unbind it first."
+        "Quota 1.2 is bound to workspaces (workspace_c); unbind it first."
         in response.content.decode()
     )
     assert Quota.objects.filter(name="Quota 1.2").exists()

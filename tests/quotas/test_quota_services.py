@@ -93,7 +93,7 @@ def test_scale_refuses_more_than_parent_has(demo: Demo, admin) -> None:
     assert err.field == "min_gpu"
     assert getattr(err, "node_pool", None) == "A100-80G"
     assert err.message == (
-        "Quota Quota 1 has 128 GPUs on A100-80G and its children would need 136 GPUs "
+        "Quota 1 has 128 GPUs on A100-80G and its children would need 136 GPUs "
         "(Quota 1.1 56 GPUs + Quota 1.2 80 GPUs). At most 48 GPUs fit for Quota 1.1."
     )
 
@@ -108,7 +108,7 @@ def test_create_child_refuses_more_than_parent_has_left(demo: Demo, admin) -> No
         resources={demo.node_pool: gpus(0.5)},
     )
     assert err.message == (
-        "Quota Quota 1 has 128 GPUs on A100-80G and its children would need 128.5 GPUs "
+        "Quota 1 has 128 GPUs on A100-80G and its children would need 128.5 GPUs "
         "(Quota 1.1 48 GPUs + Quota 1.2 80 GPUs + Quota 1.3 0.5 GPUs). "
         "At most 0 GPUs fit for Quota 1.3."
     )
@@ -122,7 +122,7 @@ def test_scale_parent_refuses_to_go_below_its_children(demo: Demo, admin) -> Non
         resources={demo.node_pool: gpus(100)},
     )
     assert err.message == (
-        "Quota Quota 1 would guarantee 100 GPUs on A100-80G, but its children already hold "
+        "Quota 1 would guarantee 100 GPUs on A100-80G, but its children already hold "
         "128 GPUs (Quota 1.1 48 GPUs + Quota 1.2 80 GPUs)."
     )
 
@@ -166,7 +166,7 @@ def test_scale_refuses_a_max_below_the_min(demo: Demo, admin) -> None:
         resources={demo.node_pool: gpus(48, max_gpus=40)},
     )
     assert err.field == "max_gpu"
-    assert err.message == "Quota Quota 1.1: max 40 GPUs on A100-80G is below its min 48 GPUs."
+    assert err.message == "Quota 1.1: max 40 GPUs on A100-80G is below its min 48 GPUs."
 
 
 def test_scale_accepts_a_max_above_the_min(demo: Demo, admin) -> None:
@@ -200,7 +200,7 @@ def test_a_cycle_in_the_tree_is_refused(demo: Demo, admin) -> None:
         resources={demo.node_pool: gpus(1)},
     )
     assert err.field == "parent"
-    assert err.message == "Quota Quota 1 cannot be its own ancestor."
+    assert err.message == "Quota 1 cannot be its own ancestor."
 
 
 def test_create_refuses_a_parent_in_another_resource_pool(demo: Demo, admin) -> None:
@@ -214,7 +214,7 @@ def test_create_refuses_a_parent_in_another_resource_pool(demo: Demo, admin) -> 
         resources={},
     )
     assert err.field == "parent"
-    assert err.message == "Quota Quota 1 belongs to resource pool general, not spare."
+    assert err.message == "Quota 1 belongs to resource pool general, not spare."
 
 
 def test_create_refuses_a_node_pool_of_another_resource_pool(demo: Demo, admin) -> None:
@@ -228,7 +228,7 @@ def test_create_refuses_a_node_pool_of_another_resource_pool(demo: Demo, admin) 
         resources={t4: gpus(0)},
     )
     assert err.field == "resources"
-    assert err.message == "Quota Quota 2 names a node pool outside resource pool general."
+    assert err.message == "Quota 2 names a node pool outside resource pool general."
 
 
 def test_create_refuses_a_duplicate_name(demo: Demo, admin) -> None:
@@ -258,14 +258,12 @@ def test_create_refuses_a_weight_of_zero(demo: Demo, admin) -> None:
 
 def test_delete_refuses_a_quota_with_children(demo: Demo, admin) -> None:
     err = refused(quota_delete, actor=admin, quota=demo.quotas["Quota 1"])
-    assert (
-        err.message == "Quota Quota 1 has child quotas (Quota 1.1, Quota 1.2); delete them first."
-    )
+    assert err.message == "Quota 1 has child quotas (Quota 1.1, Quota 1.2); delete them first."
 
 
 def test_delete_refuses_a_quota_bound_to_a_workspace(demo: Demo, admin) -> None:
     err = refused(quota_delete, actor=admin, quota=demo.quotas["Quota 1.1"])
-    assert err.message == ("Quota Quota 1.1 is bound to workspaces (workspace_b); unbind it first.")
+    assert err.message == ("Quota 1.1 is bound to workspaces (workspace_b); unbind it first.")
 
 
 def test_delete_removes_a_leaf_and_audits_it(demo: Demo, admin) -> None:
@@ -358,7 +356,7 @@ def test_rebalance_refuses_to_push_the_target_over_its_max(demo: Demo, admin) ->
         node_pool=demo.node_pool,
         gpu=8000,
     )
-    assert err.message == "Quota Quota 1.1: max 50 GPUs on A100-80G is below its min 56 GPUs."
+    assert err.message == "Quota 1.1: max 50 GPUs on A100-80G is below its min 56 GPUs."
 
 
 def test_rebalance_refuses_to_take_what_the_sources_children_hold(demo: Demo, admin) -> None:
@@ -378,7 +376,7 @@ def test_rebalance_refuses_to_take_what_the_sources_children_hold(demo: Demo, ad
         gpu=8000,
     )
     assert err.message == (
-        "Quota Quota 1.2 would guarantee 72 GPUs on A100-80G, but its children already hold "
+        "Quota 1.2 would guarantee 72 GPUs on A100-80G, but its children already hold "
         "80 GPUs (Quota 1.2.1 80 GPUs)."
     )
 
@@ -394,9 +392,7 @@ def test_scale_with_a_stale_version_raises_stale_version(demo: Demo, admin) -> N
     )
     assert isinstance(err, StaleVersion)
     assert err.field == "version"
-    assert err.message == (
-        "Quota Quota 1.1 is at version 2, not 1: it changed since you loaded it."
-    )
+    assert err.message == ("Quota 1.1 is at version 2, not 1: it changed since you loaded it.")
 
 
 def test_toggle_and_update_with_a_stale_version_raise_stale_version(demo: Demo, admin) -> None:
@@ -460,3 +456,22 @@ def test_a_refused_change_writes_no_audit_record(demo: Demo, admin) -> None:
             actor=admin, quota=demo.quotas["Quota 1.1"], resources={demo.node_pool: gpus(56)}
         )
     assert QuotaAudit.objects.count() == count
+
+
+def test_messages_call_a_quota_by_a_plain_name_quota_x(demo: Demo, admin) -> None:
+    team = quota_create(
+        actor=admin,
+        name="team-a",
+        resource_pool=demo.resource_pool,
+        parent=demo.quotas["Quota 1.1"],
+        resources={demo.node_pool: gpus(8)},
+    )
+    quota_create(
+        actor=admin,
+        name="team-a-dev",
+        resource_pool=demo.resource_pool,
+        parent=team,
+        resources={demo.node_pool: gpus(8)},
+    )
+    err = refused(quota_delete, actor=admin, quota=team)
+    assert err.message == "Quota team-a has child quotas (team-a-dev); delete them first."

@@ -1,0 +1,109 @@
+"""Random sequences of quota changes never break the tree's sums; a refused change writes nothing.
+
+The invariants are checked from the rows (tests.quotas.builders.tree_violations), not by the
+service code under test. Each example runs in its own savepoint, rolled back at the end, so
+every example starts from the demo tree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import transaction
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from console.demo import Demo
+from console.errors import DomainError
+from quotas.amounts import Amounts
+from quotas.models import Quota, QuotaAudit
+from quotas.services.quotas import quota_create, quota_delete, quota_rebalance, quota_scale
+from tests.quotas.builders import dump, tree_violations
+
+pytestmark = pytest.mark.django_db
+
+# Milli-GPUs around the demo's numbers (48, 80, 128 GPUs), fractions and just-too-much included.
+GPU = st.sampled_from([0, 500, 1000, 7500, 8000, 16_000, 48_000, 56_000, 80_000, 128_000, 129_000])
+PICK = st.integers(min_value=0, max_value=50)
+
+OPS = st.one_of(
+    st.tuples(st.just("create"), PICK, GPU),
+    st.tuples(st.just("scale"), PICK, GPU, st.none() | GPU),
+    st.tuples(st.just("rebalance"), PICK, PICK, GPU),
+    st.tuples(st.just("delete"), PICK),
+)
+
+
+def _apply(op: tuple[Any, ...], demo: Demo, admin: Any, serial: int) -> int:
+    """Run one operation on quotas picked by index; return the audit records it should write."""
+    quotas = list(Quota.objects.order_by("pk"))
+    kind = op[0]
+    if kind == "create":
+        _, pick, gpu = op
+        parent = None if pick % (len(quotas) + 1) == len(quotas) else quotas[pick % len(quotas)]
+        quota_create(
+            actor=admin,
+            name=f"Q{serial}",
+            resource_pool=demo.resource_pool,
+            parent=parent,
+            resources={demo.node_pool: Amounts(min_gpu=gpu)},
+        )
+        return 1
+    if kind == "scale":
+        _, pick, gpu, limit = op
+        quota_scale(
+            actor=admin,
+            quota=quotas[pick % len(quotas)],
+            resources={demo.node_pool: Amounts(min_gpu=gpu, max_gpu=limit)},
+        )
+        return 1
+    if kind == "rebalance":
+        _, pick, other, gpu = op
+        source = quotas[pick % len(quotas)]
+        # Prefer a sibling so most rebalances get past the sibling check.
+        siblings = [q for q in quotas if q.parent_id == source.parent_id and q.pk != source.pk]
+        target = siblings[other % len(siblings)] if siblings else quotas[other % len(quotas)]
+        quota_rebalance(
+            actor=admin, source=source, target=target, node_pool=demo.node_pool, gpu=gpu
+        )
+        return 2
+    _, pick = op
+    quota_delete(actor=admin, quota=quotas[pick % len(quotas)])
+    return 1
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(ops=st.lists(OPS, min_size=1, max_size=12))
+def test_random_changes_keep_the_tree_sound_and_refusals_write_nothing(
+    demo: Demo, admin: Any, ops: list[tuple[Any, ...]]
+) -> None:
+    with transaction.atomic():
+        for serial, op in enumerate(ops):
+            before = dump()
+            try:
+                records = _apply(op, demo, admin, serial)
+            except DomainError:
+                event(f"{op[0]} refused")
+                assert dump() == before, f"refused {op} changed rows"
+            else:
+                event(f"{op[0]} done")
+                assert QuotaAudit.objects.count() == before["audit"] + records, op
+            assert tree_violations() == [], f"after {op}"
+        transaction.set_rollback(True)
+
+
+def test_the_independent_checker_sees_broken_sums(demo: Demo) -> None:
+    from quotas.models import QuotaResource
+
+    QuotaResource.objects.filter(quota__name="Quota 1.1").update(min_gpu=56_000)
+    QuotaResource.objects.filter(quota__name="Quota 1").update(min_gpu=129_000, max_gpu=100_000)
+    assert tree_violations() == [
+        "Quota 1 max gpu below min",
+        "roots hold 129000 gpu > capacity 128000",
+        "children of Quota 1 hold 136000 gpu",
+    ]
