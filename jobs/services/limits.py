@@ -6,9 +6,9 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from jobs.choices import LIVE_POD_STATUSES, EventKind, Kind, PodStatus, Status
-from jobs.events import record
+from jobs.choices import EventKind, Kind, Status
 from jobs.models import Workload
+from jobs.services.workloads import end_workload
 from jobs.wakeup import request_cycle
 
 LIMITED_STATUSES = (Status.RUNNING, Status.QUEUED)
@@ -39,18 +39,14 @@ def _reason(instance: Workload, now: datetime) -> str | None:
 
 
 def _stop(instance: Workload, reason: str, now: datetime) -> None:
-    """Stop the instance and its live pods, and put it on the timeline."""
-    for pod in instance.pods.filter(status__in=LIVE_POD_STATUSES):
-        pod.status = PodStatus.STOPPED
-        pod.ended_at = now
-        pod.reason = reason
-        pod.save(update_fields=["status", "ended_at", "reason"])
-    instance.status = Status.STOPPED
-    instance.status_reason = reason
-    instance.pending_reason = ""
-    instance.ended_at = now
-    instance.save(update_fields=["status", "status_reason", "pending_reason", "ended_at"])
-    record(instance, EventKind.FINISHED, f"Stopped: {reason}.", at=now, reason=reason)
+    """Stop the instance and its live pods (through the backend), and put it on the timeline."""
+    end_workload(
+        instance,
+        status=Status.STOPPED,
+        reason=reason,
+        now=now,
+        event_kind=EventKind.FINISHED,
+    )
 
 
 @transaction.atomic

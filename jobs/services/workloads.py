@@ -11,7 +11,6 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from console.errors import DomainError
-from console.permissions import is_platform_admin
 from console.units import milli_to_gpus
 from jobs import clock
 from jobs.choices import (
@@ -29,8 +28,9 @@ from jobs.events import record
 from jobs.models import Workload
 from jobs.wakeup import request_cycle
 from quotas.models import NodePool, Quota
-from workspaces.models import Membership, ResourceUsageRule, Workspace, WorkspaceQuota
+from workspaces.models import Workspace, WorkspaceQuota
 from workspaces.roles import SUBMIT
+from workspaces.selectors import usable_quotas, user_has_workspace_perm, workspace_role
 
 
 @dataclass(frozen=True)
@@ -66,35 +66,32 @@ def _check_shape(shape: Shape, kind: str) -> None:
 def check_usage_rules(
     *, actor: Any, workspace: Workspace, quota: Quota, total_gpu: int, priority: int
 ) -> None:
-    """The actor's role may use this quota, within every cap that applies (strictest wins)."""
-    if is_platform_admin(actor):
-        return
-    if not actor.has_perm(SUBMIT, workspace):
+    """The actor may submit here, and a Resource Usage rule lets their role use the quota
+    within its caps (the strictest cap wins)."""
+    if not user_has_workspace_perm(actor, SUBMIT, workspace):
         raise PermissionDenied(f"You may not submit workloads in {workspace.name}.")
-    if not WorkspaceQuota.objects.filter(workspace=workspace, quota=quota).exists():
+    usable = {u.quota.pk: u for u in usable_quotas(actor, workspace)}
+    rule = usable.get(quota.pk)
+    if rule is None:
+        if not WorkspaceQuota.objects.filter(workspace=workspace, quota=quota).exists():
+            raise DomainError(
+                f"Quota {quota.name} is not bound to workspace {workspace.name}.", field="quota"
+            )
+        role = workspace_role(actor, workspace) or "-"
         raise DomainError(
-            f"Quota {quota.name} is not bound to workspace {workspace.name}.", field="quota"
-        )
-    role = Membership.objects.filter(workspace=workspace, user=actor).values_list("role", flat=True)
-    rules = list(ResourceUsageRule.objects.filter(workspace=workspace, quota=quota, role__in=role))
-    if not rules:
-        raise DomainError(
-            f"No Resource Usage rule of {workspace.name} lets the role {', '.join(role) or '-'} "
-            f"use {quota.name}.",
+            f"No Resource Usage rule of {workspace.name} lets the role {role} use {quota.name}.",
             field="quota",
         )
-    caps = [r.max_gpus for r in rules if r.max_gpus is not None]
-    if caps and total_gpu > min(caps):
+    if rule.max_gpus is not None and total_gpu > rule.max_gpus:
         raise DomainError(
             f"The Resource Usage rule for {quota.name} caps your role at "
-            f"{milli_to_gpus(min(caps))} GPUs; this asks for {milli_to_gpus(total_gpu)}.",
+            f"{milli_to_gpus(rule.max_gpus)} GPUs; this asks for {milli_to_gpus(total_gpu)}.",
             field="gpu",
         )
-    prios = [r.max_priority for r in rules if r.max_priority is not None]
-    if prios and priority > min(prios):
+    if rule.max_priority is not None and priority > rule.max_priority:
         raise DomainError(
             f"The Resource Usage rule for {quota.name} caps your role at priority "
-            f"{min(prios)}; this asks for {priority}.",
+            f"{rule.max_priority}; this asks for {priority}.",
             field="priority",
         )
 
