@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db.models import Prefetch
 
+from console.errors import DomainError
 from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES, WAITING_STATUSES
 from jobs.models import Pod, Workload
 from jobs.scheduling import types as core
-from quotas.models import Node, Quota, QuotaResource, ResourcePool
+from jobs.scheduling.classify import classify
+from quotas.amounts import Amounts
+from quotas.models import Node, NodePool, Quota, QuotaResource, ResourcePool
 
 UNLIMITED = 10**15  # a max component left unset: no limit on that resource
 
@@ -121,3 +125,24 @@ def build(now: datetime, workloads: list[Workload] | None = None) -> Bridge:
 def node_ids(names: list[str]) -> dict[str, int]:
     """Primary keys of nodes by name."""
     return dict(Node.objects.filter(name__in=set(names)).values_list("name", "pk"))
+
+
+def scale_preview(
+    quota: Quota, resources: Mapping[NodePool, Amounts], *, now: datetime
+) -> list[Workload]:
+    """Running workloads that would become Not in Quota if the quota were scaled so."""
+    snap = build(now)
+    quotas = []
+    for q in snap.snapshot.quotas:
+        if q.name == quota.name:
+            mins = dict(q.min)
+            for node_pool, a in resources.items():
+                mins[node_pool.name] = core.Resources(a.min_gpu, a.min_cpu, a.min_memory)
+            q = replace(q, min=mins)
+        quotas.append(q)
+    try:
+        before = classify(snap.snapshot)
+        after = classify(replace(snap.snapshot, quotas=tuple(quotas)))
+    except core.ScenarioError as error:
+        raise DomainError(str(error), field="min_gpu") from None
+    return [snap.workloads[name] for name, ok in before.items() if ok and not after.get(name)]

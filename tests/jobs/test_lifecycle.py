@@ -140,3 +140,22 @@ def test_cancel_stops_pods_and_frees_capacity_for_the_queue(bob, submit, tick, c
     tick()
     assert _pod_statuses(_refresh(big)) == [PodStatus.STOPPED] * 6
     assert _refresh(waiting).status == Status.RUNNING
+
+
+def test_scale_preview_lists_jobs_that_would_become_not_in_quota(bob, submit, tick, demo) -> None:
+    from jobs.bridge import scale_preview
+    from quotas.amounts import Amounts
+
+    first = submit(bob, "first", replicas=3)
+    tick(1)
+    second = submit(bob, "second", replicas=3)
+    tick(1)
+    quota = demo.quotas["Quota 1.1"]
+    touched = scale_preview(
+        quota, {demo.node_pool: Amounts(min_gpu=24_000)}, now=second.submitted_at
+    )
+    assert [w.name for w in touched] == ["second"]
+    assert (
+        scale_preview(quota, {demo.node_pool: Amounts(min_gpu=48_000)}, now=first.submitted_at)
+        == []
+    )
