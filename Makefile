@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest install migrate clean
+.PHONY: demo test lint typecheck pytest distributed install migrate clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,11 @@ typecheck: install
 pytest: install
 	$(BIN)/python -m pytest
 
-test: lint typecheck pytest
+# The distributed mode: real PostgreSQL, Redis, Celery worker and beat processes.
+distributed: install
+	$(BIN)/python -m tests.distributed
+
+test: lint typecheck pytest distributed
 
 clean:
 	rm -rf $(VENV) staticfiles tidepool.sqlite3

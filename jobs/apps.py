@@ -10,3 +10,13 @@ class JobsConfig(AppConfig):
 
     name = "jobs"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        """In the distributed mode, a requested cycle is a Celery task on the worker."""
+        from django.conf import settings
+
+        if settings.TIDEPOOL_RUNNER == "celery":
+            from jobs.tasks import scheduling_cycle
+            from jobs.wakeup import on_cycle_requested
+
+            on_cycle_requested(lambda: scheduling_cycle.apply_async(expires=30))

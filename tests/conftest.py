@@ -44,3 +44,20 @@ def login(client: Client) -> Callable[[Any], Client]:
         return client
 
     return as_user
+
+
+@pytest.fixture
+def run_async() -> Callable[[Any], Any]:
+    """Run a coroutine to completion in its own thread and event loop.
+
+    Playwright's sync API keeps an event loop running in the main thread once a browser test
+    has run, so asyncio.run() there would refuse.
+    """
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run(coroutine: Any) -> Any:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, coroutine).result()
+
+    return run

@@ -159,3 +159,4 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 TIDEPOOL_RUNNER = env("TIDEPOOL_RUNNER", "embedded")
 TIDEPOOL_BACKEND = env("TIDEPOOL_BACKEND", "simulated")
 SIM_SPEED = float(env("SIM_SPEED", "144"))
+SIM_START_DELAY = float(env("SIM_START_DELAY", "30"))

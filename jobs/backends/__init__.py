@@ -18,7 +18,7 @@ def get_backend() -> Backend:
             raise RuntimeError(f"Unknown cluster backend {name!r}; only 'simulated' is built.")
         from jobs.backends.simulated import SimulatedBackend
 
-        _backend = SimulatedBackend()
+        _backend = SimulatedBackend(start_delay=settings.SIM_START_DELAY)
     return _backend
 
 

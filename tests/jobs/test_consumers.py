@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -29,7 +27,7 @@ async def _connect(path: str, user) -> tuple[bool, WebsocketCommunicator]:
     return connected, communicator
 
 
-def test_anonymous_websocket_is_refused(demo) -> None:
+def test_anonymous_websocket_is_refused(demo, run_async) -> None:
     ws = demo.workspaces["workspace_b"]
 
     async def run() -> bool:
@@ -37,10 +35,12 @@ def test_anonymous_websocket_is_refused(demo) -> None:
         await communicator.disconnect()
         return connected
 
-    assert asyncio.run(run()) is False
+    assert run_async(run()) is False
 
 
-def test_bob_cannot_subscribe_to_workspace_c_and_never_gets_its_events(demo, bob) -> None:
+def test_bob_cannot_subscribe_to_workspace_c_and_never_gets_its_events(
+    demo, bob, run_async
+) -> None:
     ws_b, ws_c = demo.workspaces["workspace_b"], demo.workspaces["workspace_c"]
 
     async def run() -> tuple[bool, dict, bool]:
@@ -59,13 +59,13 @@ def test_bob_cannot_subscribe_to_workspace_c_and_never_gets_its_events(demo, bob
         await mine.disconnect()
         return refused, received, nothing_else
 
-    refused, received, nothing_else = asyncio.run(run())
+    refused, received, nothing_else = run_async(run())
     assert refused is False
     assert received == {"name": "bob-job"}
     assert nothing_else
 
 
-def test_cluster_feed_is_for_platform_admins_only(demo, admin, bob) -> None:
+def test_cluster_feed_is_for_platform_admins_only(demo, admin, bob, run_async) -> None:
     async def run() -> tuple[bool, bool]:
         as_admin, a = await _connect("/ws/cluster/", admin)
         as_bob, b = await _connect("/ws/cluster/", bob)
@@ -73,4 +73,4 @@ def test_cluster_feed_is_for_platform_admins_only(demo, admin, bob) -> None:
         await b.disconnect()
         return as_admin, as_bob
 
-    assert asyncio.run(run()) == (True, False)
+    assert run_async(run()) == (True, False)
