@@ -32,6 +32,7 @@ class DemoTraffic:
 
     seed: int = 7
     every: float = 600.0
+    static: bool = False  # static partitioning: nobody borrows
     rng: random.Random = field(init=False)
     last: datetime | None = None
     submitted: int = 0
@@ -76,7 +77,7 @@ class DemoTraffic:
                         priority=self.rng.choice((3, 5, 5, 7)),
                     ),
                     node_pools=[pool],
-                    idle_policy=self.rng.choice(POLICIES),
+                    idle_policy=IdlePolicy.NONE if self.static else self.rng.choice(POLICIES),
                     checkpoint_interval=1800,
                     total_work=replicas * gpus * hours * 3600,
                     now=now,

@@ -1,0 +1,182 @@
+"""Seven simulated days of the demo scenario through the real code path, twice.
+
+Database (scratch SQLite), task functions, simulated backend and a fast manual clock: each
+simulated minute the demo traffic submits, the backend syncs, due scaling rules fire, time
+limits apply, a scheduling cycle runs and usage is sampled. The same demand then runs under
+static partitioning (no borrowing, no child-level preemption) for comparison.
+
+    python bench/day_night.py --days 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+START = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)  # a Monday
+TICK = 60.0
+
+
+def setup(db_path: str) -> None:
+    """Point Django at a scratch database and migrate it."""
+    os.environ["DJANGO_SETTINGS_MODULE"] = "console.settings.local"
+    os.environ["SQLITE_PATH"] = db_path
+    os.environ["DEBUG"] = "0"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def run(days: int, *, static: bool) -> dict[str, object]:
+    """Play `days` simulated days and measure them."""
+    from django.db import connection
+
+    from console.demo import seed_demo, seed_demo_service
+    from console.traffic import DemoTraffic
+    from jobs import clock as clock_module
+    from jobs.backends import set_backend
+    from jobs.backends.simulated import SimulatedBackend
+    from jobs.choices import ENDED_STATUSES, EventKind, Kind, PodStatus, Status
+    from jobs.clock import ManualClock
+    from jobs.models import Pod, UsageSample, Workload, WorkloadEvent
+    from jobs.services.cycle import scheduling_cycle_run
+    from jobs.services.limits import interactive_time_limits_enforce
+    from jobs.services.scaling import scaling_rules_fire_due
+    from jobs.services.sync import backend_sync
+    from jobs.services.usage import usage_sample
+    from quotas.models import Node, Quota, QuotaResource
+
+    clock = ManualClock(START)
+    clock_module.set_clock(clock)
+    backend = SimulatedBackend(start_delay=30)
+    set_backend(backend)
+    demo = seed_demo()
+    service = seed_demo_service(now=clock.now())
+    if static:
+        # Each team keeps a fixed slice sized for its peak: inference 64, B 24, C 40.
+        QuotaResource.objects.filter(quota__name="Quota 1.1").update(min_gpu=24_000)
+        QuotaResource.objects.filter(quota__name="Quota 1.2").update(min_gpu=40_000)
+        Quota.objects.filter(name="Quota 1").update(child_preemption=False)
+    traffic = DemoTraffic(seed=11, static=static)
+    capacity = sum(Node.objects.values_list("gpus", flat=True)) * 1000
+    wall = time.perf_counter()
+    cycle_seconds = []
+    ticks = int(days * 86400 / TICK)
+    for _ in range(ticks):
+        clock.advance(TICK)
+        now = clock.now()
+        traffic()
+        backend_sync(now=now, backend=backend)
+        scaling_rules_fire_due(now=now)
+        interactive_time_limits_enforce(now=now)
+        t0 = time.perf_counter()
+        scheduling_cycle_run(now=now, backend=backend)
+        cycle_seconds.append(time.perf_counter() - t0)
+        usage_sample(now=now)
+    wall = time.perf_counter() - wall
+
+    samples = list(UsageSample.objects.values_list("at", "gpu_in_quota", "gpu_borrowed"))
+    by_minute: dict[datetime, int] = {}
+    for at, in_quota, borrowed in samples:
+        by_minute[at] = by_minute.get(at, 0) + in_quota + borrowed
+    allocated = statistics.mean(v / capacity for v in by_minute.values())
+
+    # From each 08:00 firing to all eight replicas running.
+    scale_ups = WorkloadEvent.objects.filter(
+        workload=service, kind=EventKind.SCALED, data__after=8
+    ).values_list("at", flat=True)
+    delays = []
+    for fired in scale_ups:
+        started = sorted(
+            Pod.objects.filter(
+                workload=service, started_at__gte=fired, created_at__gte=fired
+            ).values_list("started_at", flat=True)
+        )
+        if len(started) >= 7:
+            delays.append((started[6] - fired).total_seconds())
+
+    preempted = WorkloadEvent.objects.filter(kind=EventKind.PREEMPTED).select_related("workload")
+    lost = 0.0
+    over_bound = 0
+    bound = 0.0
+    for event in preempted:
+        w = event.workload
+        loss = float(event.data.get("work_lost_gpu_seconds", 0))
+        limit = w.checkpoint_interval * w.total_gpu / 1000
+        lost += loss
+        bound += limit
+        over_bound += loss > limit + 1e-6
+
+    statuses = set(Workload.objects.values_list("status", flat=True))
+    known = {Status.QUEUED, Status.RUNNING, Status.REQUEUED, *ENDED_STATUSES}
+    lost_workloads = Workload.objects.exclude(status__in=known).count()
+    orphan_pods = Pod.objects.filter(
+        workload__status__in=ENDED_STATUSES, status__in=[PodStatus.PENDING, PodStatus.RUNNING]
+    ).count()
+    result = {
+        "gpu_alloc_pct": round(100 * allocated, 2),
+        "inference_ready_after_0800_s": {
+            "median": statistics.median(delays) if delays else None,
+            "max": max(delays) if delays else None,
+            "days": len(delays),
+        },
+        "preemptions": preempted.count(),
+        "gpu_hours_lost_to_preemption": round(lost / 3600, 2),
+        "gpu_hours_loss_bound": round(bound / 3600, 2),
+        "preemptions_over_bound": over_bound,
+        "workloads": Workload.objects.count(),
+        "workloads_succeeded": Workload.objects.filter(status=Status.SUCCEEDED).count(),
+        "workloads_lost": lost_workloads,
+        "pods_left_running_for_ended_workloads": orphan_pods,
+        "training_submitted": Workload.objects.filter(kind=Kind.TRAINING).count(),
+        "statuses": sorted(statuses),
+        "cycle_ms_median": round(1000 * statistics.median(cycle_seconds), 2),
+        "wall_seconds": round(wall, 1),
+    }
+    connection.close()
+    del demo
+    return result
+
+
+def main() -> None:
+    """Run the shared and the static configuration, each in its own scratch database."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--days", type=float, default=7)
+    parser.add_argument("--mode", choices=["shared", "static", "both"], default="both")
+    args = parser.parse_args()
+    modes = ["shared", "static"] if args.mode == "both" else [args.mode]
+    if len(modes) > 1:
+        # One Django per process: run each mode in a child interpreter.
+        import subprocess
+
+        out = {}
+        for mode in modes:
+            proc = subprocess.run(
+                [sys.executable, __file__, "--days", str(args.days), "--mode", mode],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            out[mode] = json.loads(proc.stdout)[mode]
+        out["days"] = args.days
+        print(json.dumps(out, indent=2))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        setup(str(Path(tmp) / "bench.sqlite3"))
+        print(json.dumps({modes[0]: run(args.days, static=modes[0] == "static")}))
+
+
+if __name__ == "__main__":
+    main()
