@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from jobs import dashboard
 
 app_name = "dashboard"
-urlpatterns: list = []  # type: ignore[type-arg]
+urlpatterns = [
+    path("", dashboard.ClusterDashboardView.as_view(), name="cluster"),
+]

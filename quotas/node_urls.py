@@ -10,6 +10,7 @@ app_name = "nodes"
 urlpatterns = [
     path("", nodes.NodePoolListView.as_view(), name="pools"),
     path("new/", nodes.NodePoolCreateView.as_view(), name="pool_create"),
+    path("grid/", nodes.NodeGridView.as_view(), name="grid"),
     path("import/", nodes.NodeImportView.as_view(), name="import"),
     path("<int:pk>/", nodes.NodePoolDetailView.as_view(), name="pool"),
     path("node/<int:pk>/schedulable/", nodes.NodeSchedulableView.as_view(), name="schedulable"),

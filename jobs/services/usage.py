@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, F, Q, Sum
@@ -58,4 +59,36 @@ def usage_sample(*, now: datetime) -> list[UsageSample]:
     UsageSample.objects.bulk_create(samples)
     state.last_sample_at = now
     state.save(update_fields=["last_sample_at"])
+    payload = _sample_payload(now, samples)
+    transaction.on_commit(lambda: _sample_push(payload))
     return samples
+
+
+def _sample_payload(now: datetime, samples: list[UsageSample]) -> dict[str, Any]:
+    """The websocket form of one round of samples; amounts stay in milli-GPU."""
+    return {
+        "kind": "sample",
+        "at": now.isoformat(),
+        "quotas": {
+            str(s.quota_id): {
+                "in_quota": s.gpu_in_quota,
+                "borrowed": s.gpu_borrowed,
+                "pending": s.gpu_pending,
+                "preemptions": s.preemptions,
+            }
+            for s in samples
+        },
+        "allocated": sum(s.gpu_in_quota + s.gpu_borrowed for s in samples),
+    }
+
+
+def _sample_push(payload: dict[str, Any]) -> None:
+    """Send the samples to the cluster group, with the schedulable capacity (1 query)."""
+    from jobs.live import broadcast
+    from jobs.usage_selectors import schedulable_capacity
+
+    broadcast(
+        workspace_id=None,
+        quota_id=None,
+        payload={**payload, "capacity": schedulable_capacity()},
+    )

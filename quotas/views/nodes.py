@@ -79,6 +79,38 @@ class NodePoolDetailView(PlatformAdminRequiredMixin, TemplateView):
         return context
 
 
+class NodeGridView(PlatformAdminRequiredMixin, TemplateView):
+    """Every GPU device as one cell coloured by use, to show fragmentation (4 queries)."""
+
+    template_name = "nodes/grid.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """The grid for all pools or for ?pool=<id>, grouped by node pool."""
+        from jobs.usage_selectors import BORROWED, FREE, FULL, SHARED, node_grid
+
+        context = super().get_context_data(**kwargs)
+        pools = list(NodePool.objects.order_by("name").values_list("pk", "name"))
+        selected = self.request.GET.get("pool", "")
+        pool_id = int(selected) if selected.isdigit() else None
+        grid = node_grid(node_pool_id=pool_id)
+        groups: dict[str, list[Any]] = {}
+        for node in grid.nodes:
+            groups.setdefault(node.pool, []).append(node)
+        context.update(
+            grid=grid,
+            groups=groups,
+            pools=pools,
+            pool_id=pool_id,
+            legend=[
+                (FREE, "Free"),
+                (FULL, "Full (In Quota)"),
+                (SHARED, "Partly used by shared fractional pods"),
+                (BORROWED, "Borrowed (Not in Quota)"),
+            ],
+        )
+        return context
+
+
 class NodeSchedulableView(PlatformAdminRequiredMixin, View):
     """Cordon or uncordon one node (POST only)."""
 

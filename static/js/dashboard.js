@@ -1,0 +1,108 @@
+/* Cluster dashboard: draw the server-built figures, then extend them from /ws/cluster/.
+ *
+ * Each live trace carries meta = {quota, field}; a "sample" payload is
+ * {kind: "sample", at: ISO time, quotas: {id: {in_quota, borrowed, pending, preemptions}},
+ *  allocated, capacity} with GPU amounts in milli-GPU.
+ */
+(function () {
+  "use strict";
+  var figures = JSON.parse(document.getElementById("dashboard-figures").textContent);
+  var live = JSON.parse(document.getElementById("dashboard-live").textContent);
+  var config = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+  var TIME_CHARTS = ["allocation", "pending"];
+
+  Object.keys(figures).forEach(function (key) {
+    var fig = figures[key];
+    Plotly.newPlot("chart-" + key, fig.data, fig.layout || {}, config);
+  });
+
+  function el(key) { return document.getElementById("chart-" + key); }
+
+  // plotly.js reads dates without offsets; the server sends UTC, so drop the offset.
+  function plotTime(iso) {
+    var d = new Date(iso);
+    return d.toISOString().slice(0, 19).replace("T", " ");
+  }
+  function hourKey(iso) { return plotTime(iso).slice(0, 13) + ":00:00"; }
+  function shift(plotDate, ms) {
+    var d = new Date(plotDate.replace(" ", "T") + "Z");
+    return new Date(d.getTime() + ms).toISOString().slice(0, 19).replace("T", " ");
+  }
+
+  function valueOf(sample, meta) {
+    var q = sample.quotas[String(meta.quota)];
+    return q ? q[meta.field] || 0 : 0;
+  }
+
+  function extendTimeChart(key, sample, at) {
+    var div = el(key);
+    var indices = [], xs = [], ys = [];
+    div.data.forEach(function (trace, i) {
+      if (!trace.meta || trace.meta.quota === undefined) return;
+      indices.push(i);
+      xs.push([at]);
+      ys.push([valueOf(sample, trace.meta) / 1000]);
+    });
+    if (!indices.length) return;
+    Plotly.extendTraces(div, { x: xs, y: ys }, indices);
+    // Keep the window at 24 hours ending at the newest sample (simulated time, not wall time).
+    Plotly.relayout(div, { "xaxis.range": [shift(at, -live.window_ms), at] });
+  }
+
+  function extendPreemptions(sample) {
+    var div = el("preemptions");
+    var hour = hourKey(sample.at);
+    var extendIdx = [], xs = [], ys = [], changed = false;
+    div.data.forEach(function (trace, i) {
+      if (!trace.meta || trace.meta.quota === undefined) return;
+      var n = valueOf(sample, trace.meta);
+      var last = trace.x.length - 1;
+      if (last >= 0 && trace.x[last] === hour) {
+        if (n) { trace.y[last] += n; changed = true; }
+      } else {
+        extendIdx.push(i); xs.push([hour]); ys.push([n]);
+      }
+    });
+    if (extendIdx.length) Plotly.extendTraces(div, { x: xs, y: ys }, extendIdx);
+    else if (changed) Plotly.redraw(div);
+  }
+
+  function updateShare(sample) {
+    if (!sample.capacity) return;
+    var pct = Math.round(sample.allocated / sample.capacity * 1000) / 10;
+    Plotly.restyle(el("share"), {
+      value: [pct],
+      "title.text": [(sample.allocated / 1000) + " of " + (sample.capacity / 1000) + " GPUs allocated"]
+    });
+  }
+
+  function onSample(sample) {
+    var at = plotTime(sample.at);
+    TIME_CHARTS.forEach(function (key) { extendTimeChart(key, sample, at); });
+    extendPreemptions(sample);
+    updateShare(sample);
+    var newest = document.getElementById("newest-sample");
+    if (newest) { newest.textContent = at.slice(0, 16) + " UTC"; newest.setAttribute("datetime", sample.at); }
+  }
+
+  var status = document.getElementById("live-status");
+  function setStatus(state, text) { status.dataset.state = state; status.textContent = text; }
+
+  var retry = 1000;
+  function connect() {
+    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    var socket = new WebSocket(scheme + location.host + live.path);
+    socket.onopen = function () { retry = 1000; setStatus("live", "Live"); };
+    socket.onmessage = function (event) {
+      var payload = JSON.parse(event.data);
+      if (payload.kind === "sample") onSample(payload);
+    };
+    socket.onclose = function () {
+      setStatus("closed", "Reconnecting…");
+      setTimeout(connect, retry);
+      retry = Math.min(retry * 2, 30000);
+    };
+  }
+  connect();
+  window.tidepoolDashboard = { onSample: onSample };
+})();
