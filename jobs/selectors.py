@@ -43,3 +43,35 @@ def workload_for_user(user: Any, pk: int) -> Workload:
     if workload is None:
         raise Http404("No such workload.")
     return workload
+
+
+def workspace_workloads(workspace: Any, kind: str) -> QuerySet[Workload]:
+    """One kind of workload of a workspace (the caller has already resolved the workspace)."""
+    return Workload.objects.filter(workspace=workspace, kind=kind)
+
+
+def workload_page(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
+    """workload_list plus each row's pods in one more query, for pages that show pod states."""
+    pods = Pod.objects.only(
+        "id", "workload_id", "index", "attempt", "status", "borrowed", "node_id", "reason"
+    ).order_by("index", "attempt")
+    return workload_list(queryset).prefetch_related(Prefetch("pods", queryset=pods))
+
+
+def workload_in_workspace(user: Any, workspace: Any, pk: int, kind: str | None = None) -> Workload:
+    """One workload of this workspace (and kind) the user may view; 404 otherwise."""
+    workload = workload_for_user(user, pk)
+    if workload.workspace_id != workspace.pk or (kind is not None and workload.kind != kind):
+        raise Http404("No such workload in this workspace.")
+    return workload
+
+
+def workload_owners(workspace: Any, kind: str) -> list[tuple[int, str]]:
+    """(id, username) of everyone who owns a workload of this kind here, by username."""
+    rows = (
+        Workload.objects.filter(workspace=workspace, kind=kind)
+        .values_list("owner_id", "owner__username")
+        .distinct()
+        .order_by("owner__username")
+    )
+    return list(rows)

@@ -1,0 +1,224 @@
+"""Forms of the workload pages: they turn input into typed values; the services decide.
+
+Each submit form offers only the quotas the user's Resource Usage rules allow and shows their
+caps; the service still checks every rule, and its refusal lands on the field it names.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+
+from console.units import milli_to_gpus
+from jobs.choices import IdlePolicy, RestartMode
+from jobs.models import ScalingRule
+from quotas.models import NodePool, Quota
+from workspaces.selectors import UsableQuota
+
+
+def _quota_label(usable: UsableQuota) -> str:
+    caps = []
+    if usable.max_gpus is not None:
+        caps.append(f"at most {milli_to_gpus(usable.max_gpus)} GPUs")
+    if usable.max_priority is not None:
+        caps.append(f"priority up to {usable.max_priority}")
+    return usable.quota.name + (f" ({', '.join(caps)})" if caps else "")
+
+
+class WorkloadForm(forms.Form):
+    """What every workload asks for: a name, a quota, a node pool and a replica shape."""
+
+    name = forms.SlugField(max_length=100, help_text="Letters, digits, - and _.")
+    quota = forms.ModelChoiceField(
+        queryset=Quota.objects.none(),
+        empty_label=None,
+        error_messages={"invalid_choice": "Your role may not use that quota in this workspace."},
+    )
+    node_pool = forms.ModelChoiceField(queryset=NodePool.objects.none(), empty_label=None)
+    replicas = forms.IntegerField(min_value=1, initial=1)
+    gpu = forms.DecimalField(
+        label="GPUs per replica",
+        min_value=Decimal(0),
+        decimal_places=3,
+        initial=1,
+        help_text="Fractions below one GPU share a device (e.g. 0.5).",
+    )
+    cpu = forms.DecimalField(
+        label="CPU cores per replica", min_value=Decimal(0), decimal_places=3, initial=8
+    )
+    memory = forms.DecimalField(
+        label="Memory per replica (GiB)", min_value=Decimal(0), decimal_places=3, initial=64
+    )
+    priority = forms.IntegerField(min_value=1, max_value=9, initial=5)
+
+    def __init__(self, *args: Any, usable: list[UsableQuota], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.usable = {u.quota.pk: u for u in usable}
+        self.no_quota = not usable
+        quota_field: Any = self.fields["quota"]
+        quota_field.queryset = Quota.objects.filter(pk__in=self.usable).order_by("name")
+        quota_field.label_from_instance = lambda q: _quota_label(self.usable[q.pk])
+        pools = {u.quota.resource_pool_id for u in usable}
+        pool_field: Any = self.fields["node_pool"]
+        pool_field.queryset = NodePool.objects.filter(resource_pool_id__in=pools).order_by("name")
+        gpu_caps = [u.max_gpus for u in usable if u.max_gpus is not None]
+        prio_caps = [u.max_priority for u in usable if u.max_priority is not None]
+        if usable and len(gpu_caps) == len(usable):
+            self.fields[
+                "gpu"
+            ].help_text += (
+                f" Your role may use at most {milli_to_gpus(max(gpu_caps))} GPUs in total."
+            )
+        if usable and len(prio_caps) == len(usable):
+            top = max(prio_caps)
+            self.fields["priority"].widget.attrs["max"] = str(top)
+            self.fields["priority"].help_text = f"1-{top} for your role."
+            if (self.fields["priority"].initial or 5) > top:
+                self.fields["priority"].initial = top
+
+    def shape_values(self) -> dict[str, int]:
+        """The Shape's fields in the core's units: milli-GPU, millicores, MiB."""
+        data = self.cleaned_data
+        return {
+            "replicas": data["replicas"],
+            "gpu": int(data["gpu"] * 1000),
+            "cpu": int(data["cpu"] * 1000),
+            "memory": int(data["memory"] * 1024),
+            "priority": data["priority"],
+        }
+
+
+class JobSubmitForm(WorkloadForm):
+    """Submit a training job (PAI DLC)."""
+
+    idle_policy = forms.ChoiceField(
+        label="Idle Resources",
+        choices=IdlePolicy.choices,
+        initial=IdlePolicy.NONE,
+        widget=forms.RadioSelect,
+        help_text="Acceptable: run In Quota if it fits, else on idle capacity (preemptible). "
+        "Only Idle Resources: always borrow.",
+    )
+    checkpoint_minutes = forms.IntegerField(
+        label="Checkpoint interval (minutes)", min_value=1, initial=30
+    )
+    work_hours = forms.DecimalField(
+        label="Work (GPU-hours, simulated)",
+        min_value=Decimal("0.001"),
+        decimal_places=3,
+        required=False,
+        help_text="Leave empty for one hour on all its GPUs.",
+    )
+    fault_tolerance = forms.BooleanField(
+        label="Automatic Fault Tolerance", required=False, initial=True
+    )
+    max_restarts = forms.IntegerField(label="Max restarts", min_value=0, max_value=100, initial=3)
+    restart_mode = forms.ChoiceField(
+        label="Restart", choices=RestartMode.choices, initial=RestartMode.SYNC
+    )
+    hang_minutes = forms.IntegerField(
+        label="Hang detection (minutes without progress)",
+        min_value=1,
+        required=False,
+        help_text="Empty: off.",
+    )
+
+    ALIASES = {
+        "node_pools": "node_pool",
+        "checkpoint_interval": "checkpoint_minutes",
+        "total_work": "work_hours",
+    }
+
+    def job_values(self) -> dict[str, Any]:
+        """job_submit's keyword arguments other than actor, workspace and shape."""
+        data = self.cleaned_data
+        work = data.get("work_hours")
+        return {
+            "quota": data["quota"],
+            "name": data["name"],
+            "node_pools": [data["node_pool"]],
+            "idle_policy": data["idle_policy"],
+            "checkpoint_interval": data["checkpoint_minutes"] * 60,
+            "total_work": float(work) * 3600 if work is not None else None,
+            "fault_tolerance": data["fault_tolerance"],
+            "max_restarts": data["max_restarts"],
+            "restart_mode": data["restart_mode"],
+            "hang_minutes": data.get("hang_minutes"),
+        }
+
+
+class ServiceCreateForm(WorkloadForm):
+    """Create an inference service (PAI EAS)."""
+
+    min_replicas = forms.IntegerField(min_value=1, initial=1)
+    max_replicas = forms.IntegerField(min_value=1, initial=4)
+
+    ALIASES = {"node_pools": "node_pool"}
+
+    field_order = ["name", "quota", "node_pool", "replicas", "min_replicas", "max_replicas"]
+
+
+class InstanceStartForm(WorkloadForm):
+    """Start an interactive instance (PAI DSW / Run:ai workspace)."""
+
+    max_hours = forms.DecimalField(
+        label="Maximum duration (hours)", min_value=Decimal("0.02"), decimal_places=2, initial=4
+    )
+    idle_stop_minutes = forms.IntegerField(
+        label="Idle auto-stop (minutes)", min_value=1, required=False, help_text="Empty: off."
+    )
+
+    ALIASES = {"node_pools": "node_pool", "max_duration": "max_hours"}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        del self.fields["replicas"]
+        del self.fields["priority"]
+
+    def shape_values(self) -> dict[str, int]:
+        """One replica at the default priority."""
+        data = self.cleaned_data
+        return {
+            "replicas": 1,
+            "gpu": int(data["gpu"] * 1000),
+            "cpu": int(data["cpu"] * 1000),
+            "memory": int(data["memory"] * 1024),
+            "priority": 5,
+        }
+
+
+class ScaleForm(forms.Form):
+    """Set an inference service's target replicas by hand."""
+
+    replicas = forms.IntegerField(min_value=0, label="Target replicas")
+
+
+class ScalingRuleForm(forms.ModelForm):  # type: ignore[type-arg]
+    """A scheduled scaling rule: the service validates cron, time zone and target."""
+
+    class Meta:
+        model = ScalingRule
+        fields = ["name", "cron", "timezone", "target_replicas", "exclude_cron", "enabled"]
+        labels = {
+            "cron": "Cron expression",
+            "timezone": "Time zone",
+            "exclude_cron": "Except (cron)",
+        }
+        help_texts = {
+            "cron": "minute hour day month weekday, e.g. 0 8 * * *",
+            "exclude_cron": "Firings matching this are skipped, e.g. * * * * 6,0 for weekends.",
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The service's checks decide; the model's own validation would only repeat them.
+        self.fields["target_replicas"].min_value = 0  # type: ignore[attr-defined]
+
+    def _post_clean(self) -> None:
+        """Skip model validation (unique name is the service's to refuse, with its message)."""
+
+    def rule_values(self) -> dict[str, Any]:
+        """The service's keyword arguments."""
+        return {key: self.cleaned_data[key] for key in self.Meta.fields}

@@ -1,0 +1,148 @@
+"""Workspace-scoped workload pages: training jobs, inference services, interactive instances.
+
+Access is decided once, in WorkspacePageMixin: the workspace comes from the URL through
+workspaces_for_user, so a workspace the user cannot see (and every workload in it) answers 404;
+a page that needs more than viewing answers 403 to viewers; anonymous users go to login.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.contrib.auth.mixins import AccessMixin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponseBase
+from django.shortcuts import get_object_or_404
+
+from console.errors import DomainError
+from console.permissions import is_platform_admin
+from jobs import clock
+from jobs.choices import Kind, PodStatus
+from jobs.models import Pod, Workload
+from workspaces.models import Workspace
+from workspaces.roles import SUBMIT, VIEW
+from workspaces.selectors import user_has_workspace_perm, workspace_role, workspaces_for_user
+
+
+class WorkspacePageMixin(AccessMixin):
+    """Resolve the workspace named in the URL through the user's permissions."""
+
+    permission: str = VIEW
+    tab: str = ""
+    workspace: Workspace
+    request: HttpRequest
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """Login, then 404 for a workspace the user cannot see, then 403 without `permission`."""
+        if not request.user.is_authenticated:
+            return self.handle_no_permission()
+        self.workspace = get_object_or_404(
+            workspaces_for_user(request.user), name=kwargs["workspace"]
+        )
+        if not user_has_workspace_perm(request.user, self.permission, self.workspace):
+            raise PermissionDenied("Your role in this workspace does not allow this.")
+        response: HttpResponseBase = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        return response
+
+    def workspace_context(self) -> dict[str, Any]:
+        """What every tab of the workspace shows."""
+        user = self.request.user
+        return {
+            "workspace": self.workspace,
+            "role": workspace_role(user, self.workspace),
+            "can_submit": user_has_workspace_perm(user, SUBMIT, self.workspace),
+            "is_platform_admin": is_platform_admin(user),
+            "tab": self.tab,
+        }
+
+
+def age(seconds: float) -> str:
+    """A short duration: 45s, 12m, 3h 05m, 2d 4h."""
+    seconds = max(int(seconds), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h {minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h"
+
+
+def quota_label(in_quota: bool | None) -> str:
+    """The Idle Resources column: In Quota, Not in Quota, or nothing while not running."""
+    if in_quota is None:
+        return ""
+    return "In Quota" if in_quota else "Not in Quota"
+
+
+def current_pods(workload: Workload) -> list[Pod]:
+    """The pods of the latest attempt (a requeued job keeps its preempted pods until resumed)."""
+    pods = list(workload.pods.all())
+    if not pods:
+        return []
+    if workload.kind == Kind.INFERENCE:
+        return [p for p in pods if p.status in (PodStatus.PENDING, PodStatus.RUNNING)]
+    latest = max(p.attempt for p in pods)
+    return [p for p in pods if p.attempt == latest]
+
+
+def pod_summary(pods: list[Pod]) -> list[tuple[str, int]]:
+    """(status, count) of some pods, in the order PodStatus lists them."""
+    counts = Counter(p.status for p in pods)
+    return [(s, counts[s]) for s in PodStatus.values if counts[s]]
+
+
+@dataclass(frozen=True)
+class Row:
+    """A workload as one list row shows it (computed once, no queries)."""
+
+    workload: Workload
+    age: str
+    progress: int | None
+    quota_label: str
+    pods: list[tuple[str, int]]
+    time_left: str
+
+
+def time_left(workload: Workload, now: datetime) -> str:
+    """An interactive instance's remaining time before its maximum duration stops it."""
+    if workload.max_duration is None:
+        return ""
+    if workload.started_at is None:
+        return age(workload.max_duration)
+    if workload.ended_at is not None:
+        return "—"
+    return age(workload.max_duration - (now - workload.started_at).total_seconds())
+
+
+def row(workload: Workload, now: datetime) -> Row:
+    """Present one workload; its pods must be prefetched."""
+    progress = None
+    if workload.kind == Kind.TRAINING and workload.total_work:
+        progress = min(int(100 * workload.progress / workload.total_work), 100)
+    return Row(
+        workload=workload,
+        age=age((now - workload.submitted_at).total_seconds()),
+        progress=progress,
+        quota_label=quota_label(workload.in_quota),
+        pods=pod_summary(current_pods(workload)),
+        time_left=time_left(workload, now),
+    )
+
+
+def now() -> datetime:
+    """The control loop's clock (simulated in the demo), so ages match the events."""
+    return clock.now()
+
+
+def refuse(form: forms.BaseForm, error: DomainError, aliases: dict[str, str] | None = None) -> None:
+    """Show a service's refusal on the field it names, or above the form."""
+    field = (aliases or {}).get(error.field or "", error.field)
+    form.add_error(field if field in form.fields else None, error.message)

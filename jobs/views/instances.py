@@ -1,0 +1,98 @@
+"""Interactive instance pages: list with time left, start, stop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views import View
+from django.views.generic import FormView, TemplateView
+
+from console.errors import DomainError
+from jobs import selectors
+from jobs.choices import Kind
+from jobs.forms import InstanceStartForm
+from jobs.services.workloads import Shape, instance_start, workload_cancel
+from jobs.views import WorkspacePageMixin, now, refuse, row
+from workspaces.roles import SUBMIT
+from workspaces.selectors import usable_quotas
+
+
+class InstanceListView(WorkspacePageMixin, TemplateView):
+    """The workspace's interactive instances, newest first, with time left."""
+
+    template_name = "jobs/instance_list.html"
+    tab = "instances"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """The latest 100 instances with pods (a fixed number of queries)."""
+        context = super().get_context_data(**kwargs)
+        context.update(self.workspace_context())
+        instances = selectors.workload_page(
+            selectors.workspace_workloads(self.workspace, Kind.INTERACTIVE)
+        )[:100]
+        moment = now()
+        context["rows"] = [row(i, moment) for i in instances]
+        return context
+
+
+class InstanceStartView(WorkspacePageMixin, FormView):  # type: ignore[type-arg]
+    """Start an interactive instance with a time limit."""
+
+    template_name = "jobs/instance_form.html"
+    form_class = InstanceStartForm
+    permission = SUBMIT
+    tab = "instances"
+
+    def get_form_kwargs(self) -> dict[str, Any]:
+        """Only the usable quotas."""
+        kwargs = super().get_form_kwargs()
+        kwargs["usable"] = usable_quotas(self.request.user, self.workspace)
+        return kwargs
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """The workspace tabs around the form."""
+        context = super().get_context_data(**kwargs)
+        context.update(self.workspace_context())
+        return context
+
+    def form_valid(self, form: InstanceStartForm) -> HttpResponse:
+        """instance_start; a refusal goes back on its field."""
+        data = form.cleaned_data
+        try:
+            instance = instance_start(
+                actor=self.request.user,
+                workspace=self.workspace,
+                quota=data["quota"],
+                name=data["name"],
+                shape=Shape(**form.shape_values()),
+                node_pools=[data["node_pool"]],
+                max_duration=int(data["max_hours"] * 3600),
+                idle_stop_minutes=data.get("idle_stop_minutes"),
+            )
+        except DomainError as error:
+            refuse(form, error, form.ALIASES)
+            return self.form_invalid(form)
+        messages.success(self.request, f"Started {instance.name}.")
+        return redirect("jobs:instance_list", workspace=self.workspace.name)
+
+
+class InstanceStopView(WorkspacePageMixin, View):
+    """Stop an interactive instance (POST; submit permission)."""
+
+    permission = SUBMIT
+
+    def post(self, request: HttpRequest, workspace: str, pk: int) -> HttpResponse:
+        """workload_cancel stops an instance."""
+        instance = selectors.workload_in_workspace(
+            request.user, self.workspace, pk, Kind.INTERACTIVE
+        )
+        try:
+            workload_cancel(actor=request.user, workload=instance)
+        except DomainError as error:
+            messages.error(request, error.message)
+        else:
+            messages.success(request, f"Stopped {instance.name}.")
+        return redirect("jobs:instance_list", workspace=workspace)

@@ -1,0 +1,253 @@
+"""Training job pages: the list, one job, its live fragments, submit and cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.db.models import Case, F, FloatField, QuerySet, Value, When
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.views import View
+from django.views.generic import FormView, TemplateView
+
+from console.errors import DomainError
+from console.permissions import is_platform_admin
+from jobs import selectors
+from jobs.choices import Kind, Status
+from jobs.forms import JobSubmitForm
+from jobs.models import Workload
+from jobs.services.workloads import Shape, job_submit, workload_cancel
+from jobs.views import WorkspacePageMixin, current_pods, now, quota_label, refuse, row
+from workspaces.roles import SUBMIT
+from workspaces.selectors import usable_quotas
+
+PAGE_SIZE = 50
+QUOTA_FILTERS = {"in": True, "not": False}
+# ?sort= value → order_by terms; a leading "-" on the value reverses it.
+SORTS: dict[str, tuple[str, ...]] = {
+    "name": ("name",),
+    "owner": ("owner__username", "-submitted_at"),
+    "gpus": ("total_gpus", "-submitted_at"),
+    "priority": ("priority", "-submitted_at"),
+    "status": ("status", "-submitted_at"),
+    "quota": ("in_quota", "-submitted_at"),
+    "restarts": ("restarts", "-submitted_at"),
+    "progress": ("progress_ratio", "-submitted_at"),
+    "age": ("-submitted_at", "-id"),
+}
+COLUMNS = (
+    ("name", "Name", ""),
+    ("owner", "Owner", ""),
+    ("gpus", "GPUs", "num"),
+    ("priority", "Priority", "num"),
+    ("status", "Status", ""),
+    ("quota", "Idle Resources", ""),
+    ("restarts", "Restarts", "num"),
+    ("progress", "Progress", "num"),
+    ("age", "Age", "num"),
+)
+
+
+def _reverse(terms: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(t[1:] if t.startswith("-") else f"-{t}" for t in terms)
+
+
+def _sorted(queryset: QuerySet[Workload], sort: str) -> QuerySet[Workload]:
+    """Order by a column; GPUs and progress are computed in SQL so any page sorts correctly."""
+    key = sort.lstrip("-")
+    terms = SORTS.get(key, SORTS["age"])
+    if sort.startswith("-"):
+        terms = _reverse(terms)
+    if key == "gpus":
+        queryset = queryset.annotate(total_gpus=F("gpu") * F("replicas"))
+    if key == "progress":
+        queryset = queryset.annotate(
+            progress_ratio=Case(
+                When(total_work__gt=0, then=F("progress") / F("total_work")),
+                default=Value(0.0),
+                output_field=FloatField(),
+            )
+        )
+    return queryset.order_by(*terms, "-id")
+
+
+class JobListView(WorkspacePageMixin, TemplateView):
+    """The workspace's training jobs: filter by status, owner and quota; sort; 50 a page."""
+
+    template_name = "jobs/job_list.html"
+    tab = "jobs"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """One count, one page of rows with pods, the owners: a fixed number of queries."""
+        context = super().get_context_data(**kwargs)
+        context.update(self.workspace_context())
+        params = self.request.GET
+        jobs = selectors.workspace_workloads(self.workspace, Kind.TRAINING)
+        status = params.get("status", "")
+        if status in Status.values:
+            jobs = jobs.filter(status=status)
+        owner = params.get("owner", "")
+        if owner.isdigit():
+            jobs = jobs.filter(owner_id=int(owner))
+        quota = params.get("quota", "")
+        if quota in QUOTA_FILTERS:
+            jobs = jobs.filter(in_quota=QUOTA_FILTERS[quota])
+        sort = params.get("sort", "age")
+        if sort.lstrip("-") not in SORTS:
+            sort = "age"
+        total = jobs.count()
+        pages = max((total + PAGE_SIZE - 1) // PAGE_SIZE, 1)
+        page = params.get("page", "1")
+        number = min(max(int(page), 1), pages) if page.isdigit() else 1
+        start = (number - 1) * PAGE_SIZE
+        rows = selectors.workload_page(_sorted(jobs, sort))[start : start + PAGE_SIZE]
+        moment = now()
+        filters = {"status": status, "owner": owner, "quota": quota}
+        kept = {k: v for k, v in filters.items() if v}
+
+        def link(**changes: Any) -> str:
+            query = {**kept, "sort": sort, **changes}
+            return "?" + urlencode({k: v for k, v in query.items() if v not in ("", None)})
+
+        context.update(
+            rows=[row(w, moment) for w in rows],
+            total=total,
+            page=number,
+            pages=pages,
+            prev_link=link(page=number - 1) if number > 1 else None,
+            next_link=link(page=number + 1) if number < pages else None,
+            columns=[
+                (
+                    key,
+                    label,
+                    css,
+                    link(sort=f"-{key}" if sort == key else key, page=None),
+                    "asc" if sort == key else "desc" if sort == f"-{key}" else "",
+                )
+                for key, label, css in COLUMNS
+            ],
+            filters=filters,
+            sort=sort,
+            statuses=Status.values,
+            owners=selectors.workload_owners(self.workspace, Kind.TRAINING),
+            live_default=number == 1 and not kept,
+        )
+        return context
+
+
+class JobRowView(WorkspacePageMixin, View):
+    """One list row, re-fetched by live.js when an event arrives for the job."""
+
+    def get(self, request: HttpRequest, workspace: str, pk: int) -> HttpResponse:
+        """The <tr> alone."""
+        selectors.workload_in_workspace(request.user, self.workspace, pk, Kind.TRAINING)
+        job = selectors.workload_page(Workload.objects.filter(pk=pk)).get()
+        return TemplateResponse(
+            request,
+            "jobs/_job_row.html",
+            {"r": row(job, now()), "workspace": self.workspace},
+        )
+
+
+def _detail_context(request: HttpRequest, job: Workload) -> dict[str, Any]:
+    """What the job page and its live fragment show."""
+    admin = is_platform_admin(request.user)
+    moment = now()
+    pods = sorted(job.pods.all(), key=lambda p: (-p.attempt, p.index))
+    return {
+        "job": job,
+        "r": row(job, moment),
+        "pods": pods,
+        "current": {p.pk for p in current_pods(job)},
+        "show_borrowed_nodes": admin,
+        "events": list(job.events.all()),
+        "quota_label": quota_label(job.in_quota),
+        "waiting": job.status in (Status.QUEUED, Status.REQUEUED),
+        "can_cancel": job.status in (Status.QUEUED, Status.RUNNING, Status.REQUEUED),
+        "node_pools": ", ".join(np.name for np in job.node_pools.all()),
+    }
+
+
+class JobDetailView(WorkspacePageMixin, TemplateView):
+    """One training job: pods, timeline, why it waits, Cancel."""
+
+    template_name = "jobs/job_detail.html"
+    tab = "jobs"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """The job through the user's permissions (404 when not theirs to see)."""
+        context = super().get_context_data(**kwargs)
+        context.update(self.workspace_context())
+        job = selectors.workload_in_workspace(
+            self.request.user, self.workspace, kwargs["pk"], Kind.TRAINING
+        )
+        context.update(_detail_context(self.request, job))
+        return context
+
+
+class JobLiveView(WorkspacePageMixin, View):
+    """The job page's live part (status, pods, timeline), re-fetched on each of its events."""
+
+    def get(self, request: HttpRequest, workspace: str, pk: int) -> HttpResponse:
+        """The fragment alone."""
+        job = selectors.workload_in_workspace(request.user, self.workspace, pk, Kind.TRAINING)
+        context = self.workspace_context()
+        context.update(_detail_context(request, job))
+        return TemplateResponse(request, "jobs/_job_live.html", context)
+
+
+class JobCancelView(WorkspacePageMixin, View):
+    """Cancel a job (POST; submit permission)."""
+
+    permission = SUBMIT
+
+    def post(self, request: HttpRequest, workspace: str, pk: int) -> HttpResponse:
+        """Cancel through the service, then back to the job."""
+        job = selectors.workload_in_workspace(request.user, self.workspace, pk, Kind.TRAINING)
+        try:
+            workload_cancel(actor=request.user, workload=job)
+        except DomainError as error:
+            messages.error(request, error.message)
+        else:
+            messages.success(request, f"Cancelled {job.name}.")
+        return redirect("jobs:job_detail", workspace=self.workspace.name, pk=job.pk)
+
+
+class JobSubmitView(WorkspacePageMixin, FormView):  # type: ignore[type-arg]
+    """Submit a training job into one of the quotas the user's rules allow."""
+
+    template_name = "jobs/job_submit.html"
+    form_class = JobSubmitForm
+    permission = SUBMIT
+    tab = "jobs"
+
+    def get_form_kwargs(self) -> dict[str, Any]:
+        """Only the usable quotas, with their caps."""
+        kwargs = super().get_form_kwargs()
+        kwargs["usable"] = usable_quotas(self.request.user, self.workspace)
+        return kwargs
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """The workspace tabs around the form."""
+        context = super().get_context_data(**kwargs)
+        context.update(self.workspace_context())
+        return context
+
+    def form_valid(self, form: JobSubmitForm) -> HttpResponse:
+        """Submit through the service; a refusal goes back on the field it names."""
+        values = form.job_values()
+        try:
+            job = job_submit(
+                actor=self.request.user,
+                workspace=self.workspace,
+                shape=Shape(**form.shape_values()),
+                **values,
+            )
+        except DomainError as error:
+            refuse(form, error, form.ALIASES)
+            return self.form_invalid(form)
+        messages.success(self.request, f"Submitted {job.name}.")
+        return redirect("jobs:job_list", workspace=self.workspace.name)

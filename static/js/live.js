@@ -1,0 +1,178 @@
+// Live workspace pages: one websocket per page (/ws/workspaces/<id>/); each event updates the
+// rows or panels of its workload in place, then re-fetches that part from the server so what
+// the page shows is always what the database says. Plain JS, no framework.
+(function () {
+  "use strict";
+
+  var anchor = document.getElementById("live");
+  if (!anchor || !window.WebSocket) return;
+
+  var pending = {};
+
+  function slug(text) {
+    return String(text).toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "");
+  }
+
+  function setStatus(scope, status) {
+    if (!status) return;
+    scope.querySelectorAll("[data-field=status]").forEach(function (el) {
+      el.textContent = status;
+      el.className = "badge status-" + slug(status);
+    });
+  }
+
+  function setQuota(scope, inQuota) {
+    scope.querySelectorAll("[data-field=in_quota]").forEach(function (el) {
+      el.textContent = "";
+      if (inQuota === null || inQuota === undefined) {
+        var dash = document.createElement("span");
+        dash.className = "muted";
+        dash.textContent = "—";
+        el.appendChild(dash);
+        return;
+      }
+      var badge = document.createElement("span");
+      badge.className = "badge " + (inQuota ? "ok" : "warn");
+      badge.textContent = inQuota ? "In Quota" : "Not in Quota";
+      el.appendChild(badge);
+    });
+  }
+
+  function setPreempted(scope) {
+    scope.querySelectorAll("[data-field=pods] .pod-state, [data-field=pod-status]").forEach(
+      function (el) {
+        if (/Running|Pending/.test(el.textContent)) {
+          el.textContent = el.textContent.replace(/Running|Pending/, "Resource Preempted");
+          el.className = "pod-state pod-resource-preempted";
+        }
+      }
+    );
+  }
+
+  function fetchText(url) {
+    return fetch(url, { credentials: "same-origin", headers: { "X-Requested-With": "live" } })
+      .then(function (response) {
+        if (!response.ok) throw new Error(response.status);
+        return response.text();
+      });
+  }
+
+  function replaceWith(element, html) {
+    var holder = document.createElement(element.tagName === "TR" ? "tbody" : "div");
+    holder.innerHTML = html.trim();
+    var fresh = holder.firstElementChild;
+    if (fresh && element.parentNode) element.parentNode.replaceChild(fresh, element);
+  }
+
+  // Several events of one cycle arrive together: fetch once, shortly after the last.
+  function later(key, run) {
+    clearTimeout(pending[key]);
+    pending[key] = setTimeout(function () {
+      delete pending[key];
+      run();
+    }, 120);
+  }
+
+  function refreshRow(id) {
+    later("row-" + id, function () {
+      var current = document.querySelector("tr[data-workload='" + id + "'][data-row-url]");
+      if (!current) return;
+      fetchText(current.dataset.rowUrl).then(function (html) {
+        var still = document.querySelector("tr[data-workload='" + id + "'][data-row-url]");
+        if (still) replaceWith(still, html);
+      }).catch(function () {});
+    });
+  }
+
+  function addRow(table, id) {
+    later("new-" + id, function () {
+      if (table.querySelector("tr[data-workload='" + id + "']")) return;
+      var url = table.dataset.liveNew.replace(/\/0\/row\/$/, "/" + id + "/row/");
+      fetchText(url).then(function (html) {
+        if (table.querySelector("tr[data-workload='" + id + "']")) return;
+        var body = table.tBodies[0];
+        var empty = body.querySelector("tr.empty");
+        if (empty) empty.remove();
+        var holder = document.createElement("tbody");
+        holder.innerHTML = html.trim();
+        if (holder.firstElementChild) body.insertBefore(holder.firstElementChild, body.firstChild);
+      }).catch(function () {});
+    });
+  }
+
+  function refreshPanel(panel) {
+    later("panel", function () {
+      fetchText(panel.dataset.liveUrl).then(function (html) {
+        var still = document.getElementById(panel.id);
+        if (still) replaceWith(still, html);
+      }).catch(function () {});
+    });
+  }
+
+  function refreshReplicas(scope, id) {
+    later("replicas-" + id, function () {
+      fetchText(scope.dataset.replicasUrl).then(function (text) {
+        scope.querySelectorAll("[data-field=replicas]").forEach(function (el) {
+          el.textContent = text;
+        });
+      }).catch(function () {});
+    });
+  }
+
+  function notice(text) {
+    var box = document.querySelector(".live-notices");
+    if (!box) return;
+    var item = document.createElement("div");
+    item.className = "live-notice";
+    item.setAttribute("role", "status");
+    item.textContent = text;
+    box.appendChild(item);
+    setTimeout(function () { item.remove(); }, 15000);
+  }
+
+  function handle(event) {
+    var id = String(event.workload);
+    var inQuota = Object.prototype.hasOwnProperty.call(event, "in_quota");
+    document.querySelectorAll("[data-workload='" + id + "']").forEach(function (scope) {
+      setStatus(scope, event.status);
+      if (inQuota && scope.querySelector("[data-field=in_quota]")) setQuota(scope, event.in_quota);
+      if (event.kind === "preempted") setPreempted(scope);
+      if (scope.dataset.rowUrl) refreshRow(id);
+      if (scope.dataset.liveUrl) refreshPanel(scope);
+      if (scope.dataset.replicasUrl) refreshReplicas(scope, id);
+    });
+    if (event.kind === "submitted") {
+      document.querySelectorAll("table[data-live-new]").forEach(function (table) {
+        if (!table.querySelector("tr[data-workload='" + id + "']")) addRow(table, id);
+      });
+    }
+    if (event.kind === "preempted") {
+      var why = event.reason ? " (" + String(event.reason).replace(/_/g, " ") + ")" : "";
+      notice(event.name + " was preempted by " + (event.by || "another workload") + why + ".");
+    }
+  }
+
+  var delay = 1000;
+  function connect() {
+    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    var socket = new WebSocket(scheme + location.host + anchor.dataset.ws);
+    socket.onopen = function () {
+      delay = 1000;
+      document.documentElement.dataset.live = "open";
+    };
+    socket.onmessage = function (message) {
+      try {
+        handle(JSON.parse(message.data));
+      } catch (error) {
+        if (window.console) console.error("live event", error);
+      }
+    };
+    socket.onclose = function (closed) {
+      document.documentElement.dataset.live = "closed";
+      if (closed.code === 4403) return; // refused: not a member any more
+      setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 30000);
+    };
+  }
+  connect();
+})();
