@@ -42,15 +42,15 @@ def _colours(index: int) -> tuple[str, str]:
 
 def _time_layout(series: UsageSeries, *, title: str, y_title: str) -> dict[str, Any]:
     """The layout the time-series charts share: a 24-hour date axis ending at the newest sample."""
-    xaxis: dict[str, Any] = {"type": "date", "title": {"text": "Time (UTC)"}, "showgrid": True}
+    xaxis: dict[str, Any] = {"type": "date", "showgrid": True}
     if series.start is not None and series.end is not None:
         xaxis["range"] = [plot_time(series.start), plot_time(series.end)]
     return {
-        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        "title": {"text": f"{title} (UTC)", "x": 0, "xanchor": "left", "font": {"size": 15}},
         "template": "plotly_white",
         "font": FONT,
         "height": 360,
-        "margin": {"l": 56, "r": 16, "t": 48, "b": 48},
+        "margin": {"l": 56, "r": 16, "t": 48, "b": 40},
         "hovermode": "x unified",
         "legend": {"orientation": "h", "y": -0.22, "x": 0},
         "xaxis": xaxis,
@@ -135,7 +135,7 @@ def share_figure(allocation: Allocation) -> go.Figure:
             "template": "plotly_white",
             "font": FONT,
             "height": 360,
-            "margin": {"l": 24, "r": 24, "t": 72, "b": 16},
+            "margin": {"l": 48, "r": 48, "t": 72, "b": 16},
             "title": {"text": "Allocated now", "x": 0, "xanchor": "left", "font": {"size": 15}},
         },
     )
