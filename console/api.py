@@ -1,0 +1,406 @@
+"""Shared pieces of the REST API: authentication, errors, per-object scoping, If-Match/ETag.
+
+Permissions are enforced here once (NetBox's ``BaseViewSet`` + ``restrict()``):
+
+- ``WorkspaceScopedViewSet`` filters every queryset through the workspaces the user may view
+  (guardian, via ``workspaces_for_user``), so anything else answers 404. Writes then need the
+  workspace permission the viewset declares per action (403 without it).
+- ``ClusterViewSet`` is for what platform admins manage (resource pools, node pools, nodes,
+  quotas, usage): other users see an empty list and 404, and any write answers 403.
+- Anonymous requests answer 401 (token authentication comes first, so DRF sends
+  ``WWW-Authenticate: Token``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from django.db.models import Model, Q, QuerySet
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field
+from rest_framework import exceptions, permissions, serializers, status
+from rest_framework.authentication import (
+    BaseAuthentication,
+    SessionAuthentication,
+    TokenAuthentication,
+)
+from rest_framework.filters import BaseFilterBackend
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.views import APIView, exception_handler
+from rest_framework.viewsets import GenericViewSet
+
+from console.errors import DomainError
+from console.permissions import is_platform_admin
+from console.units import gpus_to_milli, milli_to_gpus
+from quotas.services.quotas import StaleVersion
+from workspaces.models import Workspace
+from workspaces.roles import VIEW
+from workspaces.selectors import user_has_workspace_perm, workspaces_for_user
+
+NON_FIELD = "non_field_errors"
+
+
+ID_REGEX = r"[0-9]{1,18}"
+
+
+def is_id(value: str) -> bool:
+    """A primary key as a URL or filter gives it: digits that fit a 64-bit integer."""
+    return value.isdigit() and len(value) <= 18
+
+
+# Errors ---------------------------------------------------------------------------------------
+
+
+def domain_error_data(error: DomainError) -> dict[str, list[str]]:
+    """A refused change as DRF shapes validation errors: {"gpu": ["…"]}."""
+    return {error.field or NON_FIELD: [error.message]}
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's handler, plus: a stale version answers 412 and any other DomainError 400."""
+    if isinstance(exc, StaleVersion):
+        return Response(domain_error_data(exc), status=status.HTTP_412_PRECONDITION_FAILED)
+    if isinstance(exc, DomainError):
+        return Response(domain_error_data(exc), status=status.HTTP_400_BAD_REQUEST)
+    return exception_handler(exc, context)
+
+
+class PreconditionFailed(exceptions.APIException):
+    """If-Match named a version other than the stored one."""
+
+    status_code = status.HTTP_412_PRECONDITION_FAILED
+    default_detail = "The resource changed since you loaded it."
+    default_code = "precondition_failed"
+
+
+# If-Match / ETag ------------------------------------------------------------------------------
+
+_ETAG = re.compile(r'^\s*(?:W/)?"?(\d+)"?\s*$')
+
+
+def etag(version: int) -> str:
+    """The ETag of a versioned resource: its version, quoted."""
+    return f'"{version}"'
+
+
+def expected_version(request: Request, body_version: int | None = None) -> int | None:
+    """The version the client edited: If-Match when sent (``*`` means any), else the body's."""
+    header = request.headers.get("If-Match")
+    if header is None:
+        return body_version
+    if header.strip() == "*":
+        return None
+    match = _ETAG.match(header)
+    if match is None:
+        raise exceptions.ValidationError(
+            {"If-Match": [f"{header!r} is not a version; send the ETag you were given."]}
+        )
+    return int(match.group(1))
+
+
+def with_etag(response: Response, version: int) -> Response:
+    """Set the response's ETag to the resource's version."""
+    response["ETag"] = etag(version)
+    return response
+
+
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
+    description='The quota\'s version as its ETag (e.g. "3"); a stale one answers 412.',
+)
+
+
+def ref(slug_field: str = "name", **kwargs: Any) -> Any:
+    """A reference to a named row (quota, node pool, workspace, user) by its unique name."""
+    return serializers.SlugRelatedField(slug_field=slug_field, **kwargs)
+
+
+# Fields -----------------------------------------------------------------------------------------
+
+
+@extend_schema_field({"type": "number", "example": 48})
+class GPUField(serializers.Field):  # type: ignore[type-arg]
+    """GPUs as a decimal number (0.5 is GPU sharing), held internally as milli-GPUs."""
+
+    MAX_GPUS = 1_000_000
+
+    def to_internal_value(self, data: Any) -> int:
+        """Refuse what is not a number of GPUs with the domain's message."""
+        if isinstance(data, bool) or not isinstance(data, int | float | str) or data == "":
+            raise serializers.ValidationError(f"{data!r} is not a number of GPUs.")
+        try:
+            milli = gpus_to_milli(data)
+        except DomainError as error:
+            raise serializers.ValidationError(error.message) from None
+        if milli > self.MAX_GPUS * 1000:
+            raise serializers.ValidationError(f"{data} GPUs is more than {self.MAX_GPUS:,}.")
+        return milli
+
+    def to_representation(self, value: int) -> float | int:
+        """48000 → 48, 500 → 0.5."""
+        text = milli_to_gpus(int(value))
+        return float(text) if "." in text else int(text)
+
+
+class FiniteFloatField(serializers.FloatField):
+    """A float that is a real number (no inf or nan, which JSON cannot carry back)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        """Refuse inf and nan."""
+        value = float(super().to_internal_value(data))
+        if not math.isfinite(value):
+            raise serializers.ValidationError(f"{data!r} is not a finite number.")
+        return value
+
+
+def whole(*, big: bool = False, **kwargs: Any) -> serializers.IntegerField:
+    """A whole number of 0 or more that fits its column (32-bit, or 64-bit when big)."""
+    kwargs.setdefault("min_value", 0)
+    kwargs.setdefault("max_value", 2**62 if big else 2**31 - 1)
+    return serializers.IntegerField(**kwargs)
+
+
+# Authentication, throttling, pagination, filters ----------------------------------------------
+
+
+class TokenRateThrottle(SimpleRateThrottle):
+    """At most 20 token requests a minute from one client address."""
+
+    scope = "token"
+    rate = "20/min"
+
+    def get_cache_key(self, request: Request, view: APIView) -> str:
+        """One bucket per client address."""
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+
+class Pagination(PageNumberPagination):
+    """Pages of 50 (``page_size`` up to 1000): ``count``, ``next``, ``previous``, ``results``."""
+
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
+class FieldFilterBackend(BaseFilterBackend):
+    """Filter lists by the query parameters a viewset declares in ``filter_fields``.
+
+    ``filter_fields`` maps a parameter to an ORM lookup, or to several tried with OR
+    (a quota is named by name or id).
+    """
+
+    def filter_queryset(self, request: Request, queryset: QuerySet[Any], view: APIView) -> Any:
+        """Apply every declared parameter present in the query string."""
+        fields: Mapping[str, str | tuple[str, ...]] = getattr(view, "filter_fields", {})
+        for param, lookups in fields.items():
+            value = request.query_params.get(param)
+            if value is None or value == "":
+                continue
+            condition = Q()
+            for lookup in (lookups,) if isinstance(lookups, str) else lookups:
+                if lookup.endswith("_id") and not is_id(value):
+                    continue
+                condition |= Q(**{lookup: value})
+            queryset = queryset.filter(condition) if condition else queryset.none()
+        return queryset
+
+    def get_schema_operation_parameters(self, view: APIView) -> list[dict[str, Any]]:
+        """Describe the parameters for the OpenAPI schema."""
+        fields: Mapping[str, Any] = getattr(view, "filter_fields", {})
+        help_text: Mapping[str, str] = getattr(view, "filter_help", {})
+        return [
+            {
+                "name": param,
+                "required": False,
+                "in": "query",
+                "description": help_text.get(param, f"Only rows whose {param} is this."),
+                "schema": {"type": "string"},
+            }
+            for param in fields
+        ]
+
+
+class APIMixin:
+    """What every API view shares: token first (401 for anonymous), domain error handling."""
+
+    authentication_classes: Sequence[type[BaseAuthentication]] = (
+        TokenAuthentication,
+        SessionAuthentication,
+    )
+
+    def get_exception_handler(self) -> Any:
+        """Answer DomainError with 400 on its field and StaleVersion with 412."""
+        return api_exception_handler
+
+
+# Cluster resources ------------------------------------------------------------------------------
+
+
+class PlatformAdminWrites(permissions.BasePermission):
+    """Reads for any signed-in user (scoped by the queryset); writes for platform admins."""
+
+    message = "Only platform admins may change cluster resources."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        """Signed in; and a platform admin unless the request is a read."""
+        if not (request.user and request.user.is_authenticated):
+            return False
+        read_actions: frozenset[str] = getattr(view, "read_actions", frozenset())
+        if request.method in permissions.SAFE_METHODS or getattr(view, "action", None) in (
+            read_actions
+        ):
+            return True
+        return is_platform_admin(request.user)
+
+
+class ClusterViewSet(APIMixin, GenericViewSet):  # type: ignore[type-arg]
+    """Resource pools, node pools, nodes, quotas, usage: only platform admins see them."""
+
+    permission_classes = [PlatformAdminWrites]
+    pagination_class = Pagination
+    lookup_value_regex = ID_REGEX
+    filter_backends = [FieldFilterBackend]
+    filter_fields: ClassVar[Mapping[str, str | tuple[str, ...]]] = {}
+    # POST actions that only read (a preview): allowed to non-admins, who find nothing anyway.
+    read_actions: ClassVar[frozenset[str]] = frozenset()
+
+    def get_queryset(self) -> QuerySet[Any]:
+        """Everything for platform admins, nothing for anyone else."""
+        queryset: QuerySet[Any] = super().get_queryset()
+        if not is_platform_admin(self.request.user):
+            return queryset.none()
+        return queryset
+
+
+# Workspace-scoped resources -------------------------------------------------------------------
+
+
+class WorkspacePermission(permissions.BasePermission):
+    """Signed in; platform-admin-only actions; the workspace permission of each write."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        """Refuse admin-only actions to others; check a nested parent's workspace."""
+        if not (request.user and request.user.is_authenticated):
+            return False
+        assert isinstance(view, WorkspaceScopedViewSet)
+        action = view.action or ""
+        if action in view.admin_actions and not is_platform_admin(request.user):
+            raise exceptions.PermissionDenied("Only platform admins may do this.")
+        parent = view.parent_workspace()  # 404 when the URL names a workspace out of sight
+        perm = view.permission_for(action)
+        if parent is not None and perm and not user_has_workspace_perm(request.user, perm, parent):
+            raise exceptions.PermissionDenied(
+                f"You may not do this in workspace {parent.name} (needs {perm.split('.')[-1]})."
+            )
+        return True
+
+    def has_object_permission(self, request: Request, view: APIView, obj: Model) -> bool:
+        """The workspace permission the action needs, on the object's workspace."""
+        assert isinstance(view, WorkspaceScopedViewSet)
+        perm = view.permission_for(view.action or "")
+        if not perm:
+            return True
+        workspace = view.workspace_of(obj)
+        if not user_has_workspace_perm(request.user, perm, workspace):
+            raise exceptions.PermissionDenied(
+                f"You may not do this in workspace {workspace.name} (needs {perm.split('.')[-1]})."
+            )
+        return True
+
+
+class WorkspaceScopedViewSet(APIMixin, GenericViewSet):  # type: ignore[type-arg]
+    """A viewset whose rows belong to workspaces; concrete viewsets declare:
+
+    - ``workspace_path``: the ORM path from a row to its workspace (``""`` for Workspace);
+    - ``action_permissions``: workspace permission per action beyond viewing it
+      (``"*"`` for every other write);
+    - ``admin_actions``: actions only platform admins may take;
+    - ``parent_kwarg``/``parent_path``: for nested routes, the URL kwarg of the parent and
+      the ORM path from a row to that parent's pk; ``parent_queryset`` the rows a parent may
+      be, ``parent_workspace_path`` the path from a parent to its workspace.
+    """
+
+    permission_classes = [WorkspacePermission]
+    pagination_class = Pagination
+    lookup_value_regex = ID_REGEX
+    filter_backends = [FieldFilterBackend]
+    filter_fields: ClassVar[Mapping[str, str | tuple[str, ...]]] = {}
+    workspace_path: ClassVar[str] = "workspace"
+    action_permissions: ClassVar[Mapping[str, str]] = {}
+    admin_actions: ClassVar[frozenset[str]] = frozenset()
+    parent_kwarg: ClassVar[str | None] = None
+    parent_path: ClassVar[str] = ""
+    # How the parent of a nested route reaches its workspace ("" when the parent is one).
+    parent_workspace_path: ClassVar[str] = ""
+    parent_queryset: ClassVar[QuerySet[Any] | None] = None
+
+    def permission_for(self, action: str) -> str | None:
+        """The workspace permission an action needs (None for reads)."""
+        if action in self.action_permissions:
+            return self.action_permissions[action]
+        if action in {"list", "retrieve"} or self.request.method in permissions.SAFE_METHODS:
+            return None
+        return self.action_permissions.get("*")
+
+    def restrict(self, queryset: QuerySet[Any], path: str) -> QuerySet[Any]:
+        """Only rows of workspaces the user may view."""
+        visible = workspaces_for_user(self.request.user, VIEW)
+        if not path:
+            return queryset.filter(pk__in=visible.values("pk"))
+        return queryset.filter(**{f"{path}__in": visible.values("pk")})
+
+    def get_queryset(self) -> QuerySet[Any]:
+        """The declared queryset, through the user's workspaces (and the URL's parent)."""
+        queryset = self.restrict(super().get_queryset(), self.workspace_path)
+        if self.parent_kwarg and self.parent_kwarg in self.kwargs:
+            queryset = queryset.filter(**{self.parent_path: self.kwargs[self.parent_kwarg]})
+        return queryset
+
+    def parent_object(self) -> Model | None:
+        """The parent row a nested route names, through the user's workspaces (404 if unseen)."""
+        if self.parent_kwarg is None or self.parent_queryset is None:
+            return None
+        if not hasattr(self, "_parent"):
+            raw = str(self.kwargs.get(self.parent_kwarg, ""))
+            parents = self.restrict(self.parent_queryset.all(), self.parent_workspace_path)
+            parent = parents.filter(pk=int(raw)).first() if is_id(raw) else None
+            if parent is None:
+                raise Http404("No such object.")
+            self._parent: Model = parent
+        return self._parent
+
+    def parent_workspace(self) -> Workspace | None:
+        """The workspace of a nested route's parent."""
+        parent = self.parent_object()
+        if parent is None:
+            return None
+        return self._follow(parent, self.parent_workspace_path)
+
+    def workspace_of(self, obj: Model) -> Workspace:
+        """The workspace a row belongs to."""
+        return self._follow(obj, self.workspace_path)
+
+    @staticmethod
+    def _follow(obj: Model, path: str) -> Workspace:
+        target: Any = obj
+        for part in path.split("__") if path else []:
+            target = getattr(target, part)
+        assert isinstance(target, Workspace)
+        return target
+
+    def require(self, perm: str, workspace: Workspace) -> None:
+        """Refuse (403) unless the user holds `perm` on a workspace named in a request body."""
+        if not user_has_workspace_perm(self.request.user, perm, workspace):
+            raise exceptions.PermissionDenied(
+                f"You may not do this in workspace {workspace.name} (needs {perm.split('.')[-1]})."
+            )

@@ -1,0 +1,315 @@
+"""Serializers of the workload API: training jobs, inference services, interactive instances."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from console.api import FiniteFloatField, GPUField, ref, whole
+from jobs.choices import EventKind, IdlePolicy, PodStatus, RestartMode
+from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
+from jobs.services.workloads import Shape
+from quotas.models import NodePool, Quota
+from workspaces.models import Workspace
+from workspaces.selectors import usable_quotas, workspaces_for_user
+
+
+class PodSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """One replica: its node and status (``Resource Preempted`` for a victim)."""
+
+    name = serializers.CharField(read_only=True)
+    node = ref(read_only=True, allow_null=True)
+    status = serializers.CharField(
+        read_only=True, help_text=f"One of: {', '.join(PodStatus.values)}."
+    )
+
+    class Meta:
+        model = Pod
+        fields = [
+            "name",
+            "index",
+            "attempt",
+            "node",
+            "status",
+            "borrowed",
+            "reason",
+            "exit_code",
+            "started_at",
+            "ended_at",
+        ]
+        read_only_fields = fields
+
+
+class EventSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """One entry of the timeline."""
+
+    kind = serializers.CharField(
+        read_only=True, help_text=f"One of: {', '.join(EventKind.values)}."
+    )
+
+    class Meta:
+        model = WorkloadEvent
+        fields = ["at", "kind", "message", "data"]
+        read_only_fields = fields
+
+
+COMMON = [
+    "id",
+    "name",
+    "kind",
+    "workspace",
+    "quota",
+    "owner",
+    "status",
+    "status_reason",
+    "pending_reason",
+    "in_quota",
+    "replicas",
+    "gpu",
+    "cpu",
+    "memory",
+    "node_pools",
+    "priority",
+    "restarts",
+    "image",
+    "submitted_at",
+    "started_at",
+    "ended_at",
+    "pods",
+]
+
+
+class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """What every workload shows; ``gpu`` is GPUs per replica."""
+
+    workspace = ref(read_only=True)
+    quota = ref(read_only=True)
+    owner = ref("username", read_only=True)
+    node_pools = ref(many=True, read_only=True)
+    gpu = GPUField(read_only=True)
+    pods = PodSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Workload
+        fields = COMMON
+        read_only_fields = fields
+
+
+class JobSerializer(WorkloadSerializer):
+    """A training job."""
+
+    class Meta(WorkloadSerializer.Meta):
+        fields = [
+            *COMMON,
+            "idle_policy",
+            "progress",
+            "total_work",
+            "checkpoint_interval",
+            "fault_tolerance",
+            "max_restarts",
+            "failures",
+            "hang_minutes",
+        ]
+        read_only_fields = fields
+
+
+class ServiceSerializer(WorkloadSerializer):
+    """An inference service; ``replicas`` is its target."""
+
+    class Meta(WorkloadSerializer.Meta):
+        fields = [*COMMON, "min_replicas", "max_replicas"]
+        read_only_fields = fields
+
+
+class InstanceSerializer(WorkloadSerializer):
+    """An interactive instance with its time limits."""
+
+    class Meta(WorkloadSerializer.Meta):
+        fields = [*COMMON, "max_duration", "idle_stop_minutes"]
+        read_only_fields = fields
+
+
+def with_events(base: type[WorkloadSerializer]) -> type[WorkloadSerializer]:
+    """The detail variant of a workload serializer: its event timeline too."""
+
+    class Detail(base):  # type: ignore[valid-type,misc]
+        events = EventSerializer(many=True, read_only=True)
+
+        class Meta(base.Meta):  # type: ignore[name-defined,misc]
+            fields = [*base.Meta.fields, "events"]
+            read_only_fields = fields
+
+    Detail.__name__ = Detail.__qualname__ = base.__name__.replace("Serializer", "DetailSerializer")
+    Detail.__doc__ = f"{(base.__doc__ or '').strip()} With its event timeline."
+    return Detail
+
+
+JobDetailSerializer = with_events(JobSerializer)
+ServiceDetailSerializer = with_events(ServiceSerializer)
+InstanceDetailSerializer = with_events(InstanceSerializer)
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class _VisibleWorkspaceField(serializers.SlugRelatedField):  # type: ignore[type-arg]
+    """A workspace by name, among those the user may see (others do not exist for them)."""
+
+    def get_queryset(self) -> Any:
+        return workspaces_for_user(self.context["request"].user)
+
+
+class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """What every workload asks for: replicas × (GPUs, millicores, MiB) in a quota."""
+
+    workspace = _VisibleWorkspaceField(slug_field="name")
+    quota = serializers.CharField(
+        required=False, help_text="Defaults to the only quota your role may use here."
+    )
+    name = serializers.CharField(max_length=100)
+    replicas = whole(default=1)
+    gpu = GPUField(help_text="GPUs per replica (below 1 shares a GPU).")
+    cpu = whole(default=0, help_text="millicores per replica")
+    memory = whole(default=0, help_text="MiB per replica")
+    priority = whole(default=5, help_text="1-9")
+    node_pools = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Accepted node pools; defaults to every pool of the quota's resource pool.",
+    )
+    image = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Resolve the quota among the workspace's and the node pools among the quota's."""
+        workspace: Workspace = attrs["workspace"]
+        name = attrs.get("quota")
+        if name:
+            quota = Quota.objects.filter(bindings__workspace=workspace, name=name).first()
+            if quota is None:
+                raise serializers.ValidationError(
+                    {"quota": [f"Workspace {workspace.name} has no quota named {name}."]}
+                )
+        else:
+            usable = usable_quotas(self.context["request"].user, workspace)
+            if len(usable) != 1:
+                names = ", ".join(u.quota.name for u in usable) or "none"
+                raise serializers.ValidationError(
+                    {"quota": [f"Name the quota (quotas you may use here: {names})."]}
+                )
+            quota = usable[0].quota
+        attrs["quota"] = quota
+        pools = NodePool.objects.filter(resource_pool_id=quota.resource_pool_id)
+        wanted = attrs.get("node_pools")
+        if wanted:
+            found = {np.name: np for np in pools.filter(name__in=wanted)}
+            missing = [n for n in wanted if n not in found]
+            if missing:
+                raise serializers.ValidationError(
+                    {"node_pools": [f"No node pool named {missing[0]} for {quota.name}."]}
+                )
+            attrs["node_pools"] = [found[n] for n in wanted]
+        else:
+            attrs["node_pools"] = list(pools.order_by("name"))
+        return attrs
+
+    def service_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments every submit service takes (without the actor)."""
+        data = dict(self.validated_data)
+        shape = Shape(
+            replicas=data.pop("replicas"),
+            gpu=data.pop("gpu"),
+            cpu=data.pop("cpu"),
+            memory=data.pop("memory"),
+            priority=data.pop("priority"),
+        )
+        return {"shape": shape, **data}
+
+
+class JobSubmitSerializer(SubmitSerializer):
+    """A training job: idle policy, checkpoints and fault tolerance."""
+
+    idle_policy = serializers.ChoiceField(choices=IdlePolicy.choices, default=IdlePolicy.NONE)
+    checkpoint_interval = whole(default=1800, help_text="seconds")
+    total_work = FiniteFloatField(
+        required=False, help_text="GPU-seconds (default: one hour on all its GPUs)"
+    )
+    fault_tolerance = serializers.BooleanField(default=True)
+    max_restarts = whole(default=3, max_value=32767)
+    restart_on_failure = serializers.BooleanField(default=True)
+    restart_on_preemption = serializers.BooleanField(default=True)
+    restart_on_node_loss = serializers.BooleanField(default=True)
+    restart_mode = serializers.ChoiceField(choices=RestartMode.choices, default=RestartMode.SYNC)
+    hang_minutes = whole(required=False, allow_null=True)
+    command = serializers.CharField(required=False, default="", allow_blank=True)
+
+
+class ServiceCreateSerializer(SubmitSerializer):
+    """An inference service: ``replicas`` is the first target within min..max."""
+
+    min_replicas = whole(default=1)
+    max_replicas = whole(required=False, help_text="Defaults to replicas.")
+    command = serializers.CharField(required=False, default="", allow_blank=True)
+
+
+class InstanceStartSerializer(SubmitSerializer):
+    """An interactive instance: stopped after max_duration seconds (or idle_stop minutes)."""
+
+    max_duration = whole(help_text="seconds")
+    idle_stop_minutes = whole(required=False, allow_null=True)
+
+
+class ServiceScaleSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """A new target replica count."""
+
+    replicas = whole()
+
+
+class ScalingRuleSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A scheduled scaling rule: at each cron time (in its time zone) set the target."""
+
+    name = serializers.CharField(max_length=100)
+    cron = serializers.CharField(max_length=100)
+    timezone = serializers.CharField(max_length=64, default="UTC")
+    target_replicas = whole()
+    exclude_cron = serializers.CharField(
+        max_length=100, required=False, default="", allow_blank=True
+    )
+    enabled = serializers.BooleanField(default=True)
+
+    class Meta:
+        model = ScalingRule
+        fields = [
+            "id",
+            "name",
+            "cron",
+            "timezone",
+            "target_replicas",
+            "exclude_cron",
+            "enabled",
+            "created_at",
+            "last_fired_at",
+        ]
+        read_only_fields = ["id", "created_at", "last_fired_at"]
+
+
+class UsageSampleSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A quota's usage at one minute, in GPUs."""
+
+    quota = ref(read_only=True)
+    gpu_in_quota = GPUField(read_only=True)
+    gpu_borrowed = GPUField(read_only=True)
+    gpu_pending = GPUField(read_only=True)
+
+    class Meta:
+        model = UsageSample
+        fields = ["at", "quota", "gpu_in_quota", "gpu_borrowed", "gpu_pending", "preemptions"]
+        read_only_fields = fields
+
+
+class UsageQuerySerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Query parameters of the usage time series."""
+
+    quota = serializers.CharField(required=False, help_text="Quota name or id.")
+    since = serializers.DateTimeField(required=False)
+    until = serializers.DateTimeField(required=False)

@@ -1,0 +1,260 @@
+"""Workload API: a user lists and reads only the workloads of their workspaces.
+
+Submitting, cancelling, stopping, scaling and editing scaling rules need the submit
+permission on the workload's workspace (developers, operators, workspace admins).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.db import transaction
+from django.db.models import Prefetch, QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from console.api import ClusterViewSet, WorkspaceScopedViewSet, is_id
+from jobs import clock
+from jobs.api import serializers as s
+from jobs.choices import Kind
+from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
+from jobs.services.scaling import (
+    scaling_rule_create,
+    scaling_rule_delete,
+    scaling_rule_update,
+    service_scale,
+)
+from jobs.services.workloads import instance_start, job_submit, service_create, workload_cancel
+from workspaces.roles import SUBMIT
+
+PODS = Prefetch("pods", queryset=Pod.objects.select_related("node").order_by("index", "attempt"))
+
+
+class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, WorkspaceScopedViewSet):
+    """One kind of workload: list, read, submit; concrete classes name the kind and service."""
+
+    kind: ClassVar[str]
+    detail_serializer_class: ClassVar[type[serializers.Serializer]]  # type: ignore[type-arg]
+    input_serializer_class: ClassVar[type[s.SubmitSerializer]]
+    action_permissions = {"*": SUBMIT}
+    filter_fields = {
+        "workspace": "workspace__name",
+        "status": "status",
+        "quota": ("quota__name", "quota_id"),
+        "owner": "owner__username",
+        "name": "name",
+    }
+    filter_help = {
+        "workspace": "Workspace name.",
+        "status": "Queued, Running, Requeued, Succeeded, Failed, Stopped or Cancelled.",
+        "quota": "Quota name or id.",
+        "owner": "Username of the submitter.",
+        "name": "Workload name.",
+    }
+
+    def get_queryset(self) -> QuerySet[Any]:
+        """Rows of this kind with everything a page shows, in a fixed number of queries."""
+        queryset = (
+            super()
+            .get_queryset()
+            .filter(kind=self.kind)
+            .select_related("workspace", "quota", "owner")
+            .prefetch_related("node_pools", PODS)
+        )
+        if self.action != "list":
+            events = WorkloadEvent.objects.order_by("at", "id")
+            queryset = queryset.prefetch_related(Prefetch("events", queryset=events))
+        return queryset
+
+    def get_serializer_class(self) -> Any:
+        """The list shows pods; a single workload also shows its events."""
+        if self.action == "list":
+            return self.serializer_class
+        return self.detail_serializer_class
+
+    def submit(self, data: s.SubmitSerializer) -> Workload:
+        """Call the service that creates this kind."""
+        raise NotImplementedError
+
+    def create(self, request: Request) -> Response:
+        """Submit: 400 with the field and reason when refused, 403 without the permission."""
+        data = self.input_serializer_class(data=request.data, context=self.get_serializer_context())
+        data.is_valid(raise_exception=True)
+        self.require(SUBMIT, data.validated_data["workspace"])
+        with transaction.atomic():
+            workload = self.submit(data)
+        return self._answer(workload, status.HTTP_201_CREATED)
+
+    def _answer(self, workload: Workload, code: int = status.HTTP_200_OK) -> Response:
+        """The workload as stored now, with its events."""
+        fresh = self.get_queryset().prefetch_related("events").get(pk=workload.pk)
+        return Response(self.detail_serializer_class(fresh).data, status=code)
+
+    def _cancel(self, request: Request) -> Response:
+        """Cancel (or, for an instance, stop) the workload."""
+        workload = workload_cancel(actor=request.user, workload=self.get_object())
+        return self._answer(workload)
+
+
+class JobViewSet(_WorkloadViewSet):
+    """Training jobs."""
+
+    kind = Kind.TRAINING
+    queryset = Workload.objects.all()
+    serializer_class = s.JobSerializer
+    detail_serializer_class = s.JobDetailSerializer
+    input_serializer_class = s.JobSubmitSerializer
+
+    def submit(self, data: s.SubmitSerializer) -> Workload:
+        """job_submit decides."""
+        return job_submit(actor=self.request.user, **data.service_kwargs())
+
+    @extend_schema(request=s.JobSubmitSerializer, responses={201: s.JobDetailSerializer})
+    def create(self, request: Request) -> Response:
+        """Submit a training job."""
+        return super().create(request)
+
+    @extend_schema(request=None, responses=s.JobDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        """Cancel a queued or running job."""
+        return self._cancel(request)
+
+
+class ServiceViewSet(_WorkloadViewSet):
+    """Inference services; scale them by hand or with scheduled rules."""
+
+    kind = Kind.INFERENCE
+    queryset = Workload.objects.all()
+    serializer_class = s.ServiceSerializer
+    detail_serializer_class = s.ServiceDetailSerializer
+    input_serializer_class = s.ServiceCreateSerializer
+
+    def submit(self, data: s.SubmitSerializer) -> Workload:
+        """service_create decides."""
+        return service_create(actor=self.request.user, **data.service_kwargs())
+
+    @extend_schema(request=s.ServiceCreateSerializer, responses={201: s.ServiceDetailSerializer})
+    def create(self, request: Request) -> Response:
+        """Create an inference service."""
+        return super().create(request)
+
+    @extend_schema(request=s.ServiceScaleSerializer, responses=s.ServiceDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def scale(self, request: Request, pk: str | None = None) -> Response:
+        """Set the target replicas; the next scheduling cycle acts on it."""
+        service = self.get_object()
+        data = s.ServiceScaleSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        service = service_scale(
+            service=service,
+            replicas=data.validated_data["replicas"],
+            now=clock.now(),
+            actor=request.user,
+        )
+        return self._answer(service)
+
+    @extend_schema(request=None, responses=s.ServiceDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        """Stop serving: the service ends Cancelled."""
+        return self._cancel(request)
+
+
+class InstanceViewSet(_WorkloadViewSet):
+    """Interactive instances: non-preemptible, with a time limit."""
+
+    kind = Kind.INTERACTIVE
+    queryset = Workload.objects.all()
+    serializer_class = s.InstanceSerializer
+    detail_serializer_class = s.InstanceDetailSerializer
+    input_serializer_class = s.InstanceStartSerializer
+
+    def submit(self, data: s.SubmitSerializer) -> Workload:
+        """instance_start decides."""
+        return instance_start(actor=self.request.user, **data.service_kwargs())
+
+    @extend_schema(request=s.InstanceStartSerializer, responses={201: s.InstanceDetailSerializer})
+    def create(self, request: Request) -> Response:
+        """Start an interactive instance."""
+        return super().create(request)
+
+    @extend_schema(request=None, responses=s.InstanceDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def stop(self, request: Request, pk: str | None = None) -> Response:
+        """Stop the instance."""
+        return self._cancel(request)
+
+
+class ScalingRuleViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    WorkspaceScopedViewSet,
+):
+    """Scheduled scaling rules of an inference service (``/services/{id}/rules/``)."""
+
+    queryset = ScalingRule.objects.select_related("service__workspace").order_by("name")
+    serializer_class = s.ScalingRuleSerializer
+    workspace_path = "service__workspace"
+    parent_kwarg = "service_id"
+    parent_path = "service_id"
+    parent_queryset = Workload.objects.filter(kind=Kind.INFERENCE).select_related("workspace")
+    parent_workspace_path = "workspace"
+    action_permissions = {"*": SUBMIT}
+
+    def perform_create(self, serializer: Any) -> None:
+        """scaling_rule_create decides."""
+        service = self.parent_object()
+        assert isinstance(service, Workload)
+        serializer.instance = scaling_rule_create(
+            service=service, now=clock.now(), **serializer.validated_data
+        )
+
+    @extend_schema(request=s.ScalingRuleSerializer(partial=True), responses=s.ScalingRuleSerializer)
+    def partial_update(self, request: Request, **kwargs: Any) -> Response:
+        """Change any of the rule's fields."""
+        rule = self.get_object()
+        data = s.ScalingRuleSerializer(rule, data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        rule = scaling_rule_update(rule=rule, now=clock.now(), **data.validated_data)
+        return Response(s.ScalingRuleSerializer(rule).data)
+
+    def perform_destroy(self, instance: ScalingRule) -> None:
+        """scaling_rule_delete decides."""
+        scaling_rule_delete(rule=instance)
+
+
+class UsageViewSet(mixins.ListModelMixin, ClusterViewSet):
+    """Usage time series: per quota and minute, GPUs In Quota, borrowed and pending."""
+
+    queryset = UsageSample.objects.select_related("quota").order_by("at", "quota_id")
+    serializer_class = s.UsageSampleSerializer
+
+    @extend_schema(parameters=[s.UsageQuerySerializer])
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Samples oldest first; ``?quota=`` (name or id), ``?since=`` and ``?until=``."""
+        return super().list(request, *args, **kwargs)
+
+    def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """Apply the quota and time window."""
+        query = s.UsageQuerySerializer(data=self.request.query_params)
+        if not query.is_valid():
+            raise exceptions.ValidationError(query.errors)
+        values = query.validated_data
+        quota = values.get("quota")
+        if quota:
+            queryset = (
+                queryset.filter(quota_id=int(quota))
+                if is_id(quota)
+                else queryset.filter(quota__name=quota)
+            )
+        if "since" in values:
+            queryset = queryset.filter(at__gte=values["since"])
+        if "until" in values:
+            queryset = queryset.filter(at__lte=values["until"])
+        return queryset

@@ -1,0 +1,298 @@
+"""Serializers of the quota and node API: they parse and shape; the services decide.
+
+GPUs travel as decimal numbers (0.5 is GPU sharing), CPU as millicores and memory as MiB.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from console.api import FiniteFloatField, GPUField, ref, whole
+from quotas.amounts import Amounts
+from quotas.choices import IdleScope, QueueStrategy
+from quotas.models import Node, NodePool, Quota, QuotaAudit, ResourcePool
+from quotas.node_import import FORMATS
+from quotas.selectors import audit_changes
+
+AMOUNT_KEYS = tuple(f"{b}_{r}" for b in ("min", "max") for r in ("gpu", "cpu", "memory"))
+
+
+def by_name(queryset: Any, **kwargs: Any) -> Any:
+    """A reference to a named row (quota, node pool, resource pool) by its name."""
+    return ref("name", queryset=queryset, **kwargs)
+
+
+# Nodes ------------------------------------------------------------------------------------------
+
+
+class ResourcePoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A resource pool: root quotas take their guaranteed capacity from it."""
+
+    idle_scope = serializers.ChoiceField(choices=IdleScope.choices, default=IdleScope.TREE)
+
+    class Meta:
+        model = ResourcePool
+        fields = ["id", "name", "idle_scope", "description"]
+        extra_kwargs: dict[str, Any] = {
+            "name": {"validators": []},
+            "description": {"required": False},
+        }
+
+
+class NodePoolSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A node pool of one GPU model, with its node and GPU counts."""
+
+    resource_pool = by_name(ResourcePool.objects.all())
+    gpu_model = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    label_selector = serializers.DictField(child=serializers.CharField(), required=False)
+    nodes = serializers.IntegerField(source="node_count", read_only=True, default=0)
+    gpus = serializers.IntegerField(source="gpu_count", read_only=True, default=0)
+
+    class Meta:
+        model = NodePool
+        fields = ["id", "name", "resource_pool", "gpu_model", "label_selector", "nodes", "gpus"]
+        extra_kwargs: dict[str, Any] = {"name": {"validators": []}}
+
+
+class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A GPU node: gpus is a device count, cpu millicores, memory MiB."""
+
+    node_pool = by_name(NodePool.objects.all())
+    gpus = whole()
+    cpu = whole(big=True, help_text="millicores")
+    memory = whole(big=True, help_text="MiB")
+    labels = serializers.DictField(child=serializers.CharField(), required=False)
+
+    class Meta:
+        model = Node
+        fields = ["id", "name", "node_pool", "gpus", "cpu", "memory", "labels", "schedulable"]
+        extra_kwargs: dict[str, Any] = {"name": {"validators": []}}
+
+
+class NodeScheduleSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Cordon (false) or uncordon (true) a node."""
+
+    schedulable = serializers.BooleanField()
+
+
+class NodeImportSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """A cluster spec (openb or native CSV, or YAML) as an uploaded file or as text."""
+
+    resource_pool = by_name(
+        ResourcePool.objects.all(),
+        required=False,
+        help_text='Defaults to "general", else the first resource pool.',
+    )
+    format = serializers.ChoiceField(choices=list(FORMATS), default="auto")
+    file = serializers.FileField(required=False)
+    text = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
+
+
+class NodeImportResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """What one import added."""
+
+    nodes = serializers.IntegerField()
+    gpus = serializers.IntegerField()
+    pools_created = serializers.ListField(child=serializers.CharField())
+    pools = serializers.DictField(child=serializers.IntegerField())
+
+
+# Quotas -----------------------------------------------------------------------------------------
+
+
+class MinSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Guaranteed amounts on one node pool; an omitted one keeps its value."""
+
+    gpu = GPUField(source="min_gpu", required=False)
+    cpu = whole(big=True, source="min_cpu", required=False, help_text="millicores")
+    memory = whole(big=True, source="min_memory", required=False, help_text="MiB")
+
+
+class MaxSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Limits on one node pool; null is no limit, an omitted one keeps its value."""
+
+    gpu = GPUField(source="max_gpu", required=False, allow_null=True)
+    cpu = whole(big=True, source="max_cpu", required=False, allow_null=True)
+    memory = whole(big=True, source="max_memory", required=False, allow_null=True)
+
+
+class QuotaResourceSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """A quota's min and max on one node pool."""
+
+    node_pool = by_name(NodePool.objects.all())
+    min = MinSerializer(source="*", required=False)
+    max = MaxSerializer(source="*", required=False)
+
+
+class UsageSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Live GPUs of workloads submitted directly to the quota."""
+
+    in_quota = GPUField(source="usage_in_quota", read_only=True, default=0)
+    borrowed = GPUField(source="usage_borrowed", read_only=True, default=0)
+    pending = GPUField(source="usage_pending", read_only=True, default=0)
+
+
+class QuotaSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A quota of the tree: its parent, settings, amounts per node pool and live usage."""
+
+    resource_pool = ref(read_only=True)
+    parent = ref(read_only=True, allow_null=True)
+    resources = QuotaResourceSerializer(many=True, read_only=True)
+    usage = UsageSerializer(source="*", read_only=True)
+
+    class Meta:
+        model = Quota
+        fields = [
+            "id",
+            "name",
+            "resource_pool",
+            "parent",
+            "child_preemption",
+            "lend_idle",
+            "over_quota_weight",
+            "queue_strategy",
+            "version",
+            "created_at",
+            "resources",
+            "usage",
+        ]
+        read_only_fields = fields
+
+
+class QuotaTreeSerializer(QuotaSerializer):
+    """A quota with its children nested (``?view=tree``)."""
+
+    children = serializers.SerializerMethodField()
+
+    class Meta(QuotaSerializer.Meta):
+        fields = [*QuotaSerializer.Meta.fields, "children"]
+        read_only_fields = fields
+
+    @extend_schema_field({"type": "array", "items": {"type": "object"}})
+    def get_children(self, quota: Quota) -> list[dict[str, Any]]:
+        """The children, each with its own children."""
+        kids = self.context["children"].get(quota.pk, [])
+        return [QuotaTreeSerializer(kid, context=self.context).data for kid in kids]
+
+
+class QuotaCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """A root quota (no parent) or a child-level quota."""
+
+    name = serializers.CharField(max_length=100)
+    resource_pool = by_name(
+        ResourcePool.objects.all(), required=False, help_text="Defaults to the parent's."
+    )
+    parent = by_name(Quota.objects.all(), required=False, allow_null=True)
+    resources = QuotaResourceSerializer(many=True, required=False)
+    child_preemption = serializers.BooleanField(default=False)
+    lend_idle = serializers.BooleanField(default=True)
+    over_quota_weight = FiniteFloatField(required=False, allow_null=True)
+    queue_strategy = serializers.ChoiceField(
+        choices=QueueStrategy.choices, default=QueueStrategy.PRIORITY
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A root quota names its resource pool; a child takes its parent's."""
+        parent = attrs.get("parent")
+        if attrs.get("resource_pool") is None:
+            if parent is None:
+                raise serializers.ValidationError(
+                    {"resource_pool": ["A root quota needs a resource pool."]}
+                )
+            attrs["resource_pool"] = parent.resource_pool
+        return attrs
+
+
+class QuotaUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Settings of a quota (its amounts change through scale)."""
+
+    name = serializers.CharField(max_length=100, required=False)
+    over_quota_weight = FiniteFloatField(required=False, allow_null=True)
+    lend_idle = serializers.BooleanField(required=False)
+    queue_strategy = serializers.ChoiceField(choices=QueueStrategy.choices, required=False)
+    child_preemption = serializers.BooleanField(required=False)
+    version = whole(required=False, help_text="Alternative to If-Match: the version you edited.")
+
+
+class ScaleSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """New min and max per node pool; what is left out keeps its value."""
+
+    resources = QuotaResourceSerializer(many=True, allow_empty=False)
+    version = whole(required=False, help_text="Alternative to If-Match: the version you edited.")
+
+
+class RebalanceSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Move guaranteed amounts from one quota to a sibling."""
+
+    locals()["from"] = by_name(Quota.objects.all(), help_text="The quota that gives.")
+    to = by_name(Quota.objects.all(), help_text="The sibling that takes.")
+    node_pool = by_name(
+        NodePool.objects.all(), required=False, help_text="Needed when the pool has several."
+    )
+    gpu = GPUField(required=False, default=0)
+    cpu = whole(big=True, default=0, help_text="millicores")
+    memory = whole(big=True, default=0, help_text="MiB")
+
+
+class RebalanceResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Both quotas after the move."""
+
+    source = QuotaSerializer()  # type: ignore[assignment]
+    target = QuotaSerializer()
+
+
+class AffectedWorkloadSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """A running workload whose label a scale would change."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    workspace = serializers.CharField(source="workspace.name")
+    quota = serializers.CharField(source="quota.name")
+    priority = serializers.IntegerField()
+    gpu = GPUField(source="total_gpu")
+
+
+class ScalePreviewSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Which running workloads a scale would move out of (or into) quota."""
+
+    not_in_quota = AffectedWorkloadSerializer(
+        many=True, help_text="Running workloads now In Quota that would become Not in Quota."
+    )
+    in_quota = AffectedWorkloadSerializer(
+        many=True, help_text="Borrowing workloads that would become In Quota."
+    )
+
+
+class QuotaAuditSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """One audit record: who, when, what, before and after."""
+
+    actor = ref("username", read_only=True, allow_null=True)
+    changes = serializers.SerializerMethodField()
+
+    class Meta:
+        model = QuotaAudit
+        fields = ["id", "at", "action", "quota_name", "actor", "changes", "before", "after"]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_changes(self, record: QuotaAudit) -> list[str]:
+        """The change line by line, as the Overview page shows it."""
+        return audit_changes(record)
+
+
+def merged_amounts(
+    current: dict[int, Amounts], rows: list[dict[str, Any]]
+) -> dict[NodePool, Amounts]:
+    """Each given node pool's amounts: what the request names over what the quota has."""
+    result: dict[NodePool, Amounts] = {}
+    for row in rows:
+        node_pool: NodePool = row["node_pool"]
+        base = result.get(node_pool) or current.get(node_pool.pk, Amounts())
+        values = {key: getattr(base, key) for key in AMOUNT_KEYS}
+        values.update({key: row[key] for key in AMOUNT_KEYS if key in row})
+        result[node_pool] = Amounts(**values)
+    return result

@@ -1,0 +1,89 @@
+"""Serializers of the workspace API: members, bound quotas, Resource Usage rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from console.api import GPUField, ref, whole
+from quotas.models import Quota
+from workspaces.choices import Role
+from workspaces.models import Membership, ResourceUsageRule, Workspace, WorkspaceQuota
+
+
+class MemberSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A member and their role."""
+
+    user = serializers.SlugRelatedField(
+        slug_field="username", queryset=get_user_model().objects.all()
+    )
+    role = serializers.ChoiceField(choices=Role.choices)
+
+    class Meta:
+        model = Membership
+        fields = ["user", "role"]
+
+
+class MemberRoleSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """A member's new role."""
+
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class _BoundQuotaField(serializers.SlugRelatedField):  # type: ignore[type-arg]
+    """A quota by name, among those bound to the workspace of the request."""
+
+    def get_queryset(self) -> Any:
+        workspace = self.context.get("workspace")
+        return Quota.objects.filter(bindings__workspace=workspace)
+
+
+class UsageRuleSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """Which role may use a bound quota, with optional caps (the strictest wins)."""
+
+    quota = _BoundQuotaField(slug_field="name")
+    role = serializers.ChoiceField(choices=Role.choices)
+    max_gpus = GPUField(required=False, allow_null=True, help_text="GPUs; null is no cap.")
+    max_priority = whole(required=False, allow_null=True)
+
+    class Meta:
+        model = ResourceUsageRule
+        fields = ["id", "quota", "role", "max_gpus", "max_priority"]
+
+
+class UsageRuleCapsSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """New caps of a rule."""
+
+    max_gpus = GPUField(required=False, allow_null=True, help_text="GPUs; null is no cap.")
+    max_priority = whole(required=False, allow_null=True)
+
+
+class BindingSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A quota the workspace may submit to."""
+
+    quota = serializers.SlugRelatedField(slug_field="name", queryset=Quota.objects.all())
+    quota_id = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = WorkspaceQuota
+        fields = ["quota", "quota_id"]
+
+
+class WorkspaceSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A team's workspace with its members, bound quotas and Resource Usage rules."""
+
+    name = serializers.CharField(max_length=100)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+    members = MemberSerializer(source="memberships", many=True, read_only=True)
+    quotas = ref(many=True, read_only=True)
+    resource_usage = UsageRuleSerializer(source="usage_rules", many=True, read_only=True)
+
+    class Meta:
+        model = Workspace
+        fields = ["id", "name", "description", "created_at", "members", "quotas", "resource_usage"]
+        read_only_fields = ["id", "created_at"]
