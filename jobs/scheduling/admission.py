@@ -1,0 +1,185 @@
+"""Quota checks of admission: In-Quota entitlement, max, idle borrowing, fair shares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .snapshot import State
+from .tree import Vec, fmt_gpu, within
+from .types import Workload
+
+ZERO = (0, 0, 0)
+Shares = dict[str, float]
+
+
+def may_borrow(w: Workload) -> bool:
+    """Only training jobs whose idle policy allows it run on borrowed capacity."""
+    return w.kind == "training" and w.idle in ("acceptable", "idle_only")
+
+
+def demand(w: Workload, count: int) -> Vec:
+    """Total request of count replicas."""
+    r = w.request
+    return (r.gpu * count, r.cpu * count, r.memory * count)
+
+
+def displaced(state: State, w: Workload, pool: str) -> list[int]:
+    """In-Quota usage of the children that a parent's own workload ranks ahead of."""
+    q = w.quota
+    if not state.tree.quotas[q].child_preemption or not state.tree.children[q]:
+        return [0, 0, 0]
+    sub = state.used(state.inq, q, pool)
+    own = state.used(state.direct_inq, q, pool)
+    return [sub[0] - own[0], sub[1] - own[1], sub[2] - own[2]]
+
+
+def entitlement_gap(
+    state: State, w: Workload, pool: str, count: int
+) -> tuple[str, int, int] | None:
+    """None when w fits In Quota; else (binding quota, free GPU, min GPU) for the message."""
+    if w.idle == "idle_only":
+        return (w.quota, 0, 0)
+    add = demand(w, count)
+    tree = state.tree
+    skip = displaced(state, w, pool)
+    for a in tree.chain[w.quota]:
+        limit = tree.mins[a].get(pool)
+        used = state.used(state.inq, a, pool)
+        ahead = (used[0] - skip[0], used[1] - skip[1], used[2] - skip[2])
+        if limit is None:
+            if add[0] > 0 or add[1] > 0 or add[2] > 0:
+                return (a, 0, 0)
+            continue
+        if not within(ahead, add, limit, True):
+            return (a, max(0, limit[0] - ahead[0]), limit[0])
+    return None
+
+
+def max_gap(state: State, w: Workload, pool: str, count: int) -> tuple[str, int] | None:
+    """None when every quota of the chain stays within its max; else (quota, max GPU)."""
+    add = demand(w, count)
+    tree = state.tree
+    for a in tree.chain[w.quota]:
+        limit = tree.max_of(a, pool)
+        if limit is None:
+            continue
+        if not within(state.used(state.usage, a, pool), add, limit, True):
+            return (a, limit[0])
+    return None
+
+
+def reserved(state: State, quota: str, pool: str, root: str | None) -> int:
+    """Unused min of lend_idle=false quotas, which nobody outside them may borrow."""
+    tree = state.tree
+    chain = tree.chain[quota]
+    total = 0
+    for name, q in tree.quotas.items():
+        if q.lend_idle or name in chain:
+            continue
+        if root is not None and tree.root[name] != root:
+            continue
+        # An outer non-lending quota already holds back this one's unused min.
+        if any(not tree.quotas[a].lend_idle and a not in chain for a in tree.chain[name][1:]):
+            continue
+        unused = tree.min_of(name, pool)[0] - state.used(state.usage, name, pool)[0]
+        total += max(0, unused)
+    return total
+
+
+def idle_gpu(state: State, quota: str, pool: str) -> int:
+    """Milli-GPU nobody uses that a quota may borrow in this pool, within idle_scope."""
+    cap = state.capacity.get(pool, ZERO)
+    physical = cap[0] - state.pool_used.get(pool, [0, 0, 0])[0]
+    if state.idle_scope == "pool":
+        return max(0, physical - reserved(state, quota, pool, None))
+    root = state.tree.root[quota]
+    tree_idle = state.tree.min_of(root, pool)[0] - state.used(state.usage, root, pool)[0]
+    return max(0, min(physical, tree_idle - reserved(state, quota, pool, root)))
+
+
+def scope_key(state: State, quota: str) -> str:
+    """Borrowers compete within their root tree, or across the pool."""
+    return "*" if state.idle_scope == "pool" else state.tree.root[quota]
+
+
+def water_fill(total: float, demands: dict[str, float], weights: dict[str, float]) -> Shares:
+    """Weighted max-min fair shares of total, capped by each demand."""
+    shares: Shares = {}
+    active = {q for q, d in demands.items() if d > 0}
+    for q in demands:
+        shares[q] = 0.0
+    left = float(total)
+    while active and left > 1e-9:
+        wsum = sum(weights[q] for q in active)
+        level = left / wsum
+        capped = [q for q in sorted(active) if demands[q] - shares[q] <= level * weights[q]]
+        if not capped:
+            for q in active:
+                shares[q] += level * weights[q]
+            break
+        for q in capped:
+            left -= demands[q] - shares[q]
+            shares[q] = demands[q]
+            active.discard(q)
+    return shares
+
+
+def fair_shares(
+    state: State, pool: str, scope: str, extra: dict[str, int]
+) -> tuple[Shares, dict[str, float]]:
+    """Fair shares of borrowed GPU among a scope's borrowers; extra = pending demand."""
+    tree = state.tree
+    borrowed: dict[str, float] = {}
+    for (q, p), g in state.borrowed.items():
+        if p == pool and g > 0 and scope_key(state, q) == scope:
+            borrowed[q] = float(g)
+    demands = dict(borrowed)
+    for q, g in extra.items():
+        demands[q] = demands.get(q, 0.0) + g
+    weights = {q: tree.weight_of(q, pool) for q in demands}
+    total = sum(borrowed.values())
+    if demands:
+        total += idle_gpu(state, min(demands), pool)
+    return water_fill(total, demands, weights), weights
+
+
+def pool_order(state: State, w: Workload) -> Sequence[str]:
+    """Accepted pools that exist, in the order the workload lists them."""
+    return [p for p in w.pools if p in state.pools]
+
+
+def describe_quota_block(
+    state: State, w: Workload, pool: str, count: int, gap: tuple[str, int, int]
+) -> str:
+    """Why In Quota is not possible, as a sentence fragment."""
+    quota, free, minimum = gap
+    need = demand(w, count)[0]
+    if w.idle == "idle_only":
+        return f"job {w.name} runs on idle capacity only"
+    return (
+        f"Quota {quota} has {fmt_gpu(free)} of {fmt_gpu(minimum)} GPUs free in pool {pool} "
+        f"(the job needs {fmt_gpu(need)})"
+    )
+
+
+def quota_deficit(state: State, w: Workload, pool: str, count: int, borrow: bool) -> int:
+    """Milli-GPU the quota checks still miss: the cheaper of In Quota or borrowing, plus max."""
+    need = demand(w, count)[0]
+    best = 1 << 62
+    if w.idle != "idle_only":
+        tree = state.tree
+        skip = displaced(state, w, pool)[0]
+        ent = 0
+        for a in tree.chain[w.quota]:
+            limit = tree.mins[a].get(pool, ZERO)[0]
+            ahead = state.used(state.inq, a, pool)[0] - skip
+            ent = max(ent, ahead + need - limit)
+        best = ent
+    if borrow and may_borrow(w):
+        best = min(best, max(0, need - idle_gpu(state, w.quota, pool)))
+    over = 0
+    for a in state.tree.chain[w.quota]:
+        cap = state.tree.max_of(a, pool)
+        if cap is not None:
+            over = max(over, state.used(state.usage, a, pool)[0] + need - cap[0])
+    return max(0, best, over)

@@ -1,0 +1,96 @@
+"""The central rule: which running workloads are In Quota and which are Not in Quota."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+from .snapshot import Entry, State
+from .tree import QuotaTree, within
+from .types import Snapshot
+
+OrderKey = tuple[int, bool, float, str]
+
+
+def order_key(e: Entry) -> OrderKey:
+    """Priority descending, non-preemptible first, oldest start first, then name."""
+    w = e.w
+    started = w.started_at if w.started_at is not None else w.submitted_at
+    return (-w.priority, w.preemptible, started, w.name)
+
+
+def subtree_order(tree: QuotaTree, quota: str, direct: dict[str, list[Entry]]) -> Iterator[Entry]:
+    """Running workloads of a subtree in DESIGN's order (a lazy, stable merge)."""
+    own = direct.get(quota, [])
+    kids = [subtree_order(tree, c, direct) for c in tree.children[quota]]
+    if tree.quotas[quota].child_preemption:
+        # A parent with child preemption ranks its own workloads before all of its children's.
+        yield from own
+        if kids:
+            yield from heapq.merge(*kids, key=order_key)
+    elif kids:
+        yield from heapq.merge(own, *kids, key=order_key)
+    else:
+        yield from own
+
+
+def classify_entries(state: State) -> dict[str, bool]:
+    """Walk every root's order, label each running entry and update the state's tables."""
+    tree = state.tree
+    direct: dict[str, list[Entry]] = {}
+    for e in state.entries.values():
+        direct.setdefault(e.w.quota, []).append(e)
+    for lst in direct.values():
+        lst.sort(key=order_key)
+    result: dict[str, bool] = {}
+    inq: dict[tuple[str, str], list[int]] = {}
+    mins = tree.mins
+    chains = tree.chain
+    for root in tree.roots():
+        for e in subtree_order(tree, root, direct):
+            w = e.w
+            ok = w.idle != "idle_only"
+            if ok:
+                ok = _fits_chain(inq, mins, chains[w.quota], e)
+            if ok:
+                g, c, m = e.req
+                for pool, count in e.pool_counts.items():
+                    for a in chains[w.quota]:
+                        u = inq.get((a, pool))
+                        if u is None:
+                            inq[(a, pool)] = [g * count, c * count, m * count]
+                        else:
+                            u[0] += g * count
+                            u[1] += c * count
+                            u[2] += m * count
+            result[w.name] = ok
+    state.relabel(result)
+    return result
+
+
+def _fits_chain(
+    inq: dict[tuple[str, str], list[int]],
+    mins: dict[str, dict[str, tuple[int, int, int]]],
+    chain: tuple[str, ...],
+    e: Entry,
+) -> bool:
+    """Whether the entry fits within min on its quota and every ancestor, in every pool."""
+    g, c, m = e.req
+    for pool, count in e.pool_counts.items():
+        add = (g * count, c * count, m * count)
+        for a in chain:
+            limit = mins[a].get(pool)
+            if limit is None:
+                if add[0] > 0:
+                    return False
+                continue
+            used = inq.get((a, pool)) or (0, 0, 0)
+            if not within(used, add, limit, True):
+                return False
+    return True
+
+
+def classify(snapshot: Snapshot) -> dict[str, bool]:
+    """Label every running workload of a snapshot: True = In Quota."""
+    state = State(snapshot)
+    return classify_entries(state)

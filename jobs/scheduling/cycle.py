@@ -1,0 +1,248 @@
+"""One scheduling cycle: pending → snapshot → classify → admit → place → preempt → result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .admission import (
+    Shares,
+    demand,
+    describe_quota_block,
+    entitlement_gap,
+    fair_shares,
+    idle_gpu,
+    max_gap,
+    may_borrow,
+    pool_order,
+    scope_key,
+)
+from .classify import classify_entries
+from .placement import Choice, explain_no_fit, place_replicas
+from .preemption import KINDS, Attempt, search
+from .queueing import queue_order
+from .snapshot import State
+from .tree import fmt_gpu
+from .types import (
+    Admission,
+    CycleResult,
+    Pending,
+    Placement,
+    Preemption,
+    Snapshot,
+    Workload,
+)
+
+
+@dataclass
+class Outcome:
+    """What one admission attempt achieved."""
+
+    placed: list[Choice] | None = None
+    in_quota: bool = True
+    reason: str = ""
+    fair_blocked: bool = False
+
+
+@dataclass
+class Cycle:
+    """The working memory of one run_cycle call."""
+
+    state: State
+    preempted: list[Preemption] = field(default_factory=list)
+    shares: dict[tuple[str, str], tuple[Shares, dict[str, float]]] = field(default_factory=dict)
+    pending_borrow: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    # preemption searches that failed, per signature: later admissions only take capacity,
+    # so a request at least as large fails too until some victim is actually evicted
+    failures: dict[tuple[object, ...], list[tuple[int, int, int]]] = field(default_factory=dict)
+    epoch: int = 0
+    enforce_shares: bool = True
+
+    def shares_for(self, quota: str, pool: str) -> tuple[Shares, dict[str, float]]:
+        """Fair shares of the quota's scope in a pool, computed once per cycle."""
+        key = (scope_key(self.state, quota), pool)
+        got = self.shares.get(key)
+        if got is None:
+            got = fair_shares(self.state, pool, key[0], self.pending_borrow.get(key, {}))
+            self.shares[key] = got
+        return got
+
+    def attempt(self, w: Workload, count: int) -> Outcome:
+        """Try to start count replicas of w: In Quota, borrowed, then by preemption."""
+        state = self.state
+        pools = pool_order(state, w)
+        if not pools:
+            return Outcome(reason=f"no node in pool {' or '.join(w.pools)} exists")
+        reasons: list[str] = []
+        need = demand(w, count)[0]
+        fair_blocked = False
+        # In Quota first: entitlement along the chain, max, then a node for every replica.
+        for pool in pools:
+            gap = entitlement_gap(state, w, pool, count)
+            if gap is not None:
+                reasons.append(self._quota_reason(w, pool, count, gap))
+                continue
+            mgap = max_gap(state, w, pool, count)
+            if mgap is not None:
+                reasons.append(
+                    f"Quota {mgap[0]} would go over its max of {fmt_gpu(mgap[1])} GPUs "
+                    f"in pool {pool}"
+                )
+                continue
+            placed = place_replicas(state, w, count, True, [pool])
+            if placed is not None:
+                return Outcome(placed, True)
+            reasons.append(explain_no_fit(state, w))
+        # Borrowing: only idle capacity, within max and (first pass) the fair share.
+        if may_borrow(w):
+            for pool in pools:
+                if idle_gpu(state, w.quota, pool) < need or max_gap(state, w, pool, count):
+                    continue
+                if self.enforce_shares and need:
+                    shares, _ = self.shares_for(w.quota, pool)
+                    mine = state.borrowed.get((w.quota, pool), 0)
+                    if mine + need > shares.get(w.quota, 0.0) + 1e-6:
+                        fair_blocked = True
+                        reasons.insert(
+                            0,
+                            f"Quota {w.quota} has borrowed its fair share of idle "
+                            f"GPUs in pool {pool}",
+                        )
+                        continue
+                placed = place_replicas(state, w, count, False, [pool])
+                if placed is not None:
+                    return Outcome(placed, False)
+                reasons.append(explain_no_fit(state, w))
+        # Preemption, in DESIGN's order; each kind restores the state when it cannot help.
+        sig = (self.epoch, w.quota, w.kind, w.idle, count, w.pools, w.priority)
+        req = (w.request.gpu, w.request.cpu, w.request.memory)
+        failed = self.failures.setdefault(sig, [])
+        if any(f[0] <= req[0] and f[1] <= req[1] and f[2] <= req[2] for f in failed):
+            return Outcome(reason=_first(reasons), fair_blocked=fair_blocked)
+        for kind in KINDS:
+            for pool in pools:
+                a = Attempt(state, w, pool, count)
+                if kind.reason == "fair_share":
+                    a.shares, a.weights = self.shares_for(w.quota, pool)
+                found = search(kind, a)
+                if found is None:
+                    continue
+                placed, victims, label = found
+                if victims:
+                    self.epoch += 1
+                for v in victims:
+                    self.preempted.append(
+                        Preemption(v.w.name, w.name, kind.reason, state.work_lost(v))
+                    )
+                return Outcome(placed, label)
+        failed.append(req)
+        return Outcome(reason=_first(reasons), fair_blocked=fair_blocked)
+
+    def _quota_reason(self, w: Workload, pool: str, count: int, gap: tuple[str, int, int]) -> str:
+        """A sentence for a workload that cannot run In Quota in a pool."""
+        head = describe_quota_block(self.state, w, pool, count, gap)
+        if w.kind == "inference":
+            return f"{head}, and inference services never borrow idle capacity"
+        if w.kind == "interactive":
+            return f"{head}, and interactive instances never borrow idle capacity"
+        if w.idle == "none":
+            return f"{head}, and idle borrowing is off for this job"
+        idle = idle_gpu(self.state, w.quota, pool)
+        need = demand(w, count)[0]
+        return (
+            f"{head}, and only {fmt_gpu(idle)} idle GPUs can be borrowed there "
+            f"(it needs {fmt_gpu(need)})"
+        )
+
+
+def _first(reasons: list[str]) -> str:
+    """The most telling reason: the first one recorded."""
+    return reasons[0] if reasons else "it cannot be placed"
+
+
+def run_cycle(snapshot: Snapshot) -> CycleResult:
+    """Decide one cycle: deterministic for a given snapshot."""
+    # 1. Pending: every waiting workload, in queue order.
+    # 2. Snapshot: the mutable working state (validates the input).
+    state = State(snapshot)
+    queue = queue_order(state.tree, snapshot.workloads)
+    # 3. Classify the running set by the central rule.
+    classify_entries(state)
+    cycle = Cycle(state)
+    for w in queue:
+        if may_borrow(w):
+            for pool in pool_order(state, w):
+                key = (scope_key(state, w.quota), pool)
+                per = cycle.pending_borrow.setdefault(key, {})
+                missing = w.replicas - len(w.running)
+                per[w.quota] = per.get(w.quota, 0) + w.request.gpu * missing
+    # 4-6. Admit, place and preempt, one workload at a time in queue order.
+    new: dict[str, list[Placement]] = {}
+    waiting: dict[str, Outcome] = {}
+    retry: list[Workload] = []
+    for w in queue:
+        out = _admit(cycle, w, new)
+        if out is not None:
+            waiting[w.name] = out
+            if out.fair_blocked:
+                retry.append(w)
+    # Fair shares only order the borrowers; idle left over goes to whoever still fits.
+    cycle.enforce_shares = False
+    for w in retry:
+        if _admit(cycle, w, new) is None:
+            del waiting[w.name]
+    # 7. Result: relabel the final running set and explain every workload left waiting.
+    classification = classify_entries(state)
+    admitted = tuple(
+        Admission(name, classification.get(name, False), tuple(pl))
+        for name, pl in new.items()
+        if pl
+    )
+    pending: list[Pending] = []
+    for w in queue:
+        out = waiting.get(w.name)
+        if out is None:
+            continue
+        e = state.entries.get(w.name)
+        have = len(e.placements) if e is not None else 0
+        if w.kind == "inference" and have:
+            reason = f"{w.replicas - have} of {w.replicas} replicas are waiting: {out.reason}"
+        else:
+            reason = out.reason
+        pending.append(Pending(w.name, reason))
+    stats = {
+        "running": len(state.entries),
+        "admitted": len(admitted),
+        "preempted": len(cycle.preempted),
+        "pending": len(pending),
+    }
+    return CycleResult(admitted, tuple(cycle.preempted), classification, tuple(pending), stats)
+
+
+def _admit(cycle: Cycle, w: Workload, new: dict[str, list[Placement]]) -> Outcome | None:
+    """Admit what fits of w; None when it is fully running, else the failed outcome."""
+    state = cycle.state
+    e = state.entries.get(w.name)
+    have = len(e.placements) if e is not None else 0
+    missing = w.replicas - have
+    if missing <= 0:
+        return None
+    if w.is_gang:
+        out = cycle.attempt(w, missing)
+        if out.placed is None:
+            return out
+        _record(state, w, out.placed, new)
+        return None
+    for _ in range(missing):
+        out = cycle.attempt(w, 1)
+        if out.placed is None:
+            return out
+        _record(state, w, out.placed, new)
+    return None
+
+
+def _record(
+    state: State, w: Workload, placed: list[Choice], new: dict[str, list[Placement]]
+) -> None:
+    """Remember the new placements of w for the result."""
+    state.fresh.add(w.name)
+    new.setdefault(w.name, []).extend(Placement(n, d) for n, d in placed)

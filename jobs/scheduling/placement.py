@@ -1,0 +1,263 @@
+"""Placement of replicas on nodes: bin-packing, spreading, and GPU sharing per device."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .snapshot import LEVEL, LEVELS, NodeState, State
+from .tree import Vec, fmt_gpu
+from .types import MILLI, Workload
+
+SCAN_LIMIT = 64  # nodes inspected per bucket when ranking; buckets are already close fits
+
+Choice = tuple[str, tuple[int, ...]]
+
+
+def devices_on(dev: Sequence[int], gpu: int) -> tuple[int, ...] | None:
+    """Devices for one replica on a node: best-fit partial device, or whole free devices."""
+    if gpu == 0:
+        return ()
+    if gpu < MILLI:
+        best = -1
+        best_free = MILLI + 1
+        for i, d in enumerate(dev):
+            if gpu <= d < best_free:
+                best, best_free = i, d
+        return None if best < 0 else (best,)
+    need = gpu // MILLI
+    picked = [i for i, d in enumerate(dev) if d == MILLI]
+    return tuple(picked[:need]) if len(picked) >= need else None
+
+
+def fits(ns: NodeState, req: Vec) -> tuple[int, ...] | None:
+    """Devices for one replica on this node right now, or None."""
+    if req[1] > ns.cpu or req[2] > ns.mem or not ns.schedulable:
+        return None
+    if req[0] >= MILLI and ns.full < req[0] // MILLI:
+        return None
+    return devices_on(ns.dev, req[0])
+
+
+def _pack_score(ns: NodeState, req: Vec, devices: tuple[int, ...]) -> tuple[int, int, int, str]:
+    """Lower is tighter: leftover on the chosen device, whole devices left, CPU left."""
+    left = ns.dev[devices[0]] - req[0] if 0 < req[0] < MILLI else 0
+    return (left, ns.full - len(devices) if req[0] >= MILLI else ns.full, ns.cpu - req[1], ns.name)
+
+
+def find_node(
+    state: State, req: Vec, pools: Sequence[str], spread: bool, owner: str | None = None
+) -> Choice | None:
+    """Best node for one replica over the accepted pools; None when nothing fits."""
+    best: Choice | None = None
+    best_key: tuple[int, int, int, str] | None = None
+    for pool in pools:
+        index = state.pools.get(pool)
+        if index is None:
+            continue
+        found = _find_in_pool(index.by_full, index.by_level, req, spread, owner)
+        if found is None:
+            continue
+        ns, devices = found
+        key = _spread_key(ns, owner) if spread else _pack_score(ns, req, devices)
+        if best_key is None or key < best_key:
+            best, best_key = (ns.name, devices), key
+    return best
+
+
+def _spread_key(ns: NodeState, owner: str | None) -> tuple[int, int, int, str]:
+    """Lower is emptier: fewer replicas of the same workload, more whole devices free."""
+    mine = ns.residents.get(owner, 0) if owner else 0
+    return (mine, -ns.full, -ns.cpu, ns.name)
+
+
+def _find_in_pool(
+    by_full: list[dict[str, NodeState]],
+    by_level: list[dict[str, NodeState]],
+    req: Vec,
+    spread: bool,
+    owner: str | None,
+) -> tuple[NodeState, tuple[int, ...]] | None:
+    """Walk the buckets from the tightest (packing) or the emptiest (spreading) outwards."""
+    gpu = req[0]
+    need = -(-gpu // MILLI) if gpu >= MILLI else 0
+    if spread:
+        fallback: tuple[NodeState, tuple[int, ...]] | None = None
+        for k in range(len(by_full) - 1, max(need, 1 if gpu > 0 else 0) - 1, -1):
+            for ns in by_full[k].values():
+                dv = fits(ns, req)
+                if dv is None:
+                    continue
+                if owner is None or owner not in ns.residents:
+                    return ns, dv
+                if fallback is None:
+                    fallback = (ns, dv)
+        if fallback is not None:
+            return fallback
+        if 0 < gpu < MILLI:
+            return _best_partial(by_level, req)
+        return None
+    if 0 < gpu < MILLI:
+        found = _best_partial(by_level, req)
+        if found is not None:
+            return found
+        need = 1
+    for k in range(need, len(by_full)):
+        best: tuple[NodeState, tuple[int, ...]] | None = None
+        best_key: tuple[int, str] | None = None
+        scanned = 0
+        for ns in by_full[k].values():
+            dv = fits(ns, req)
+            if dv is None:
+                continue
+            key = (ns.cpu - req[1], ns.name)
+            if best_key is None or key < best_key:
+                best, best_key = (ns, dv), key
+            scanned += 1
+            if scanned >= SCAN_LIMIT:
+                break
+        if best is not None:
+            return best
+    return None
+
+
+def _best_partial(
+    by_level: list[dict[str, NodeState]], req: Vec
+) -> tuple[NodeState, tuple[int, ...]] | None:
+    """A partially used device with the least free milli-GPU that still holds the request."""
+    gpu = req[0]
+    for lv in range(gpu // LEVEL, LEVELS):
+        best: tuple[NodeState, tuple[int, ...]] | None = None
+        best_key: tuple[int, str] | None = None
+        scanned = 0
+        for ns in by_level[lv].values():
+            if req[1] > ns.cpu or req[2] > ns.mem or not ns.schedulable:
+                continue
+            dv = None
+            for i, d in enumerate(ns.dev):
+                if gpu <= d < MILLI and d // LEVEL == lv:
+                    dv = i
+                    break
+            if dv is None:
+                continue
+            key = (ns.dev[dv], ns.name)
+            if best_key is None or key < best_key:
+                best, best_key = (ns, (dv,)), key
+            scanned += 1
+            if scanned >= SCAN_LIMIT:
+                break
+        if best is not None:
+            return best
+    return None
+
+
+def place_replicas(
+    state: State, w: Workload, count: int, in_quota: bool, pools: Sequence[str]
+) -> list[Choice] | None:
+    """Place count new replicas of w in the pools, all or none; the state keeps them."""
+    spread = w.kind == "inference"
+    e = state.entries.get(w.name)
+    keep = len(e.placements) if e is not None else 0
+    req = (w.request.gpu, w.request.cpu, w.request.memory)
+    placed: list[Choice] = []
+    for _ in range(count):
+        choice = find_node(state, req, pools, spread, w.name)
+        if choice is None:
+            state.drop_new_replicas(w, keep)
+            return None
+        state.add_replica(w, choice[0], choice[1], in_quota)
+        placed.append(choice)
+    return placed
+
+
+def explain_no_fit(state: State, w: Workload) -> str:
+    """A sentence saying why no node of the accepted pools takes one replica."""
+    req = w.request
+    pools = " or ".join(w.pools)
+    known = [state.pools[p] for p in w.pools if p in state.pools]
+    if not known:
+        return f"no node in pool {pools} exists"
+    if req.gpu >= MILLI:
+        what = f"{fmt_gpu(req.gpu)} free GPUs"
+        need = req.gpu // MILLI
+        gpu_ok = any(any(ix.by_full[need:]) for ix in known)
+    elif req.gpu > 0:
+        what = f"a GPU with {fmt_gpu(req.gpu)} free"
+        gpu_ok = any(any(ix.by_full[1:]) or any(ix.by_level[req.gpu // LEVEL :]) for ix in known)
+    else:
+        return (
+            f"no node in pool {pools} has {req.cpu} free millicores and {req.memory} MiB of memory"
+        )
+    if gpu_ok:
+        return (
+            f"no node in pool {pools} has {what} together with {req.cpu} free millicores "
+            f"and {req.memory} MiB of memory"
+        )
+    return f"no node in pool {pools} has {what}"
+
+
+Profile = list[tuple[float, int, int, int]]  # (popularity, milli-GPU, cpu, memory) per task type
+FGD_SCAN = 16  # nodes inspected per bucket: nodes in one bucket tend to look alike
+
+
+def workload_profile(tasks: Sequence[tuple[int, int, int]], top: int = 8) -> Profile:
+    """The most common task shapes and their popularity, FGD's target workload."""
+    counts: dict[tuple[int, int, int], int] = {}
+    for t in tasks:
+        counts[t] = counts.get(t, 0) + 1
+    common = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    total = sum(c for _, c in common) or 1
+    return [(c / total, g, cpu, mem) for (g, cpu, mem), c in common]
+
+
+def fragmentation(dev: Sequence[int], cpu: int, mem: int, profile: Profile) -> float:
+    """Expected milli-GPU on a node that the typical task could not use (FGD, Weng et al.)."""
+    free = sum(dev)
+    if free == 0:
+        return 0.0
+    full = sum(1 for d in dev if d == MILLI)
+    partial = free - full * MILLI
+    out = 0.0
+    for pop, g, c, m in profile:
+        if c > cpu or m > mem:
+            out += pop * free
+        elif g >= MILLI:
+            out += pop * (free if full < g // MILLI else partial)
+        else:
+            out += pop * sum(d for d in dev if d < g)
+    return out
+
+
+def find_node_fgd(state: State, req: Vec, pools: Sequence[str], profile: Profile) -> Choice | None:
+    """The node whose fragmentation grows least when it takes the replica."""
+    best: Choice | None = None
+    best_key: tuple[float, str] | None = None
+    gpu = req[0]
+    for pool in pools:
+        index = state.pools.get(pool)
+        if index is None:
+            continue
+        buckets: list[dict[str, NodeState]] = []
+        if 0 < gpu < MILLI:
+            buckets.extend(index.by_level[gpu // LEVEL :])
+            buckets.extend(index.by_full[1:])
+        else:
+            buckets.extend(index.by_full[max(gpu // MILLI, 0) :])
+        for bucket in buckets:
+            scanned = 0
+            for ns in bucket.values():
+                dv = fits(ns, req)
+                if dv is None:
+                    continue
+                before = fragmentation(ns.dev, ns.cpu, ns.mem, profile)
+                after_dev = list(ns.dev)
+                share = gpu if gpu < MILLI else MILLI
+                for i in dv:
+                    after_dev[i] -= share
+                after = fragmentation(after_dev, ns.cpu - req[1], ns.mem - req[2], profile)
+                key = (after - before, ns.name)
+                if best_key is None or key < best_key:
+                    best, best_key = (ns.name, dv), key
+                scanned += 1
+                if scanned >= FGD_SCAN:
+                    break
+    return best

@@ -1,0 +1,245 @@
+"""The preemption interface and the placement-aware, minimal victim search all kinds share."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Protocol
+
+from ..admission import Shares
+from ..placement import Choice, devices_on, find_node
+from ..snapshot import Entry, State
+from ..types import MILLI, Workload
+
+VictimKey = tuple[int, bool, float, float, str]
+NODE_SCAN = 48  # best candidates whose nodes are examined per replica; bounds the search
+
+
+@dataclass
+class Attempt:
+    """One preemptor trying to start count replicas in one pool."""
+
+    state: State
+    w: Workload
+    pool: str
+    count: int
+    shares: Shares = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
+    below: int | None = None  # victims must have priority strictly below this
+
+
+class PreemptionKind(Protocol):
+    """A kind of preemption: who may be evicted, and when the preemptor may then run."""
+
+    reason: str
+
+    def applies(self, a: Attempt) -> bool:
+        """Cheap test: could this kind help at all."""
+        ...
+
+    def candidates(self, a: Attempt) -> list[tuple[str, bool]]:
+        """(quota, Not-in-Quota only) groups of the pool whose training may be evicted."""
+        ...
+
+    def bound(self, a: Attempt) -> int:
+        """An upper bound of the milli-GPU these candidates hold in the pool."""
+        ...
+
+    def admissible(self, a: Attempt) -> bool | None:
+        """After the removals so far: the preemptor's In-Quota label, or None if still blocked."""
+        ...
+
+    def deficit(self, a: Attempt) -> int:
+        """Milli-GPU the quota checks still miss (a lower bound of what victims must free)."""
+        ...
+
+    def allowed(self, a: Attempt, victim: Entry) -> bool:
+        """Whether this victim may be taken, given what was removed already."""
+        ...
+
+
+def victim_key(state: State, e: Entry) -> VictimKey:
+    """Lowest priority first, Not in Quota first, least work lost, newest."""
+    if e.key is None:
+        w = e.w
+        started = w.started_at if w.started_at is not None else w.submitted_at
+        e.key = (w.priority, e.in_quota, state.work_lost(e), -started, w.name)
+    return e.key
+
+
+def sorted_group(state: State, quota: str, pool: str, niq_only: bool) -> list[Entry]:
+    """A group's victims in preference order, sorted once per cycle (groups only shrink)."""
+    key = (quota, pool, niq_only)
+    got = state.victim_cache.get(key)
+    if got is None:
+        got = state.victims_at(quota, pool, niq_only)
+        got.sort(key=lambda e: victim_key(state, e))
+        state.victim_cache[key] = got
+    return got
+
+
+def stream(kind: PreemptionKind, a: Attempt) -> Iterator[Entry]:
+    """Live, eligible candidates of every group, merged in preference order."""
+    state = a.state
+    groups = [sorted_group(state, q, a.pool, niq) for q, niq in kind.candidates(a)]
+    me = a.w.name
+    fresh = state.fresh
+    entries = state.entries
+    for e in heapq.merge(*groups, key=lambda e: victim_key(state, e)):
+        name = e.w.name
+        if a.below is not None and e.w.priority >= a.below:
+            return  # sorted by priority: nothing further qualifies
+        if name == me or name in fresh or entries.get(name) is not e:
+            continue
+        yield e
+
+
+def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry], bool] | None:
+    """Evict the fewest, cheapest victims so the preemptor fits; restore all on failure."""
+    state = a.state
+    if not kind.applies(a):
+        return None
+    w = a.w
+    need = w.request.gpu * a.count
+    pool_free = state.capacity[a.pool][0] - state.pool_used[a.pool][0]
+    # Cheap bound first: even evicting every candidate would not free enough GPU.
+    if need > pool_free and need > pool_free + kind.bound(a):
+        return None
+    cands = stream(kind, a)
+    removed: list[Entry] = []
+    existing = state.entries.get(w.name)
+    keep = len(existing.placements) if existing is not None else 0
+
+    def fail() -> None:
+        state.drop_new_replicas(w, keep)
+        for e in reversed(removed):
+            state.restore(e)
+
+    # Step 1: quota room (entitlement, borrowable idle, fair share), in batches that free at
+    # least the missing amount, so a big deficit costs a few checks, not one per victim.
+    label = kind.admissible(a)
+    if label is None and kind.deficit(a) > kind.bound(a):
+        return None
+    while label is None:
+        missing = max(1, kind.deficit(a))
+        freed = 0
+        while freed < missing:
+            nxt = next((e for e in cands if kind.allowed(a, e)), None)
+            if nxt is None:
+                fail()
+                return None
+            freed += nxt.req[0] * nxt.pool_counts.get(a.pool, 0) or 1
+            removed.append(state.remove(nxt.w.name))
+        label = kind.admissible(a)
+    remaining = list(islice(cands, NODE_SCAN))
+    # Step 2: physical room, one replica at a time, freeing the best single node each time.
+    req = (w.request.gpu, w.request.cpu, w.request.memory)
+    spread = w.kind == "inference"
+    placed: list[Choice] = []
+    for _ in range(a.count):
+        choice = find_node(state, req, [a.pool], spread, w.name)
+        if choice is None:
+            victims = _best_node(kind, a, remaining, req)
+            if victims is None:
+                fail()
+                return None
+            for v in victims:
+                removed.append(state.remove(v.w.name))
+            remaining = [e for e in remaining if state.entries.get(e.w.name) is e]
+            remaining.extend(islice(cands, NODE_SCAN - len(remaining)))
+            choice = find_node(state, req, [a.pool], spread, w.name)
+            if choice is None:
+                fail()
+                return None
+        state.add_replica(w, choice[0], choice[1], label)
+        placed.append(choice)
+    removed = _prune(kind, a, removed, placed, keep, label)
+    return placed, removed, label
+
+
+def _prune(
+    kind: PreemptionKind,
+    a: Attempt,
+    removed: list[Entry],
+    placed: list[Choice],
+    keep: int,
+    label: bool,
+) -> list[Entry]:
+    """Give back every victim the preemptor turns out not to need, most valuable first."""
+    state, w = a.state, a.w
+    victims = list(removed)
+    for v in sorted(removed, key=lambda e: victim_key(state, e), reverse=True):
+        if not _fits_back(state, v):
+            continue
+        state.drop_new_replicas(w, keep)
+        state.restore(v)
+        if kind.admissible(a) == label:
+            victims.remove(v)
+        else:
+            state.remove(v.w.name)
+        for node, devices in placed:
+            state.add_replica(w, node, devices, label)
+    return victims
+
+
+def _fits_back(state: State, v: Entry) -> bool:
+    """Whether a removed victim's exact devices are all still free."""
+    share = v.req[0] if v.req[0] < MILLI else MILLI
+    need: dict[str, list[int]] = {}
+    for p in v.placements:
+        ns = state.nodes[p.node]
+        dev = need.setdefault(p.node, [0] * len(ns.dev) + [0, 0])
+        for i in p.devices:
+            dev[i] += share
+        dev[-2] += v.req[1]
+        dev[-1] += v.req[2]
+    for node, dev in need.items():
+        ns = state.nodes[node]
+        if dev[-2] > ns.cpu or dev[-1] > ns.mem:
+            return False
+        if any(dev[i] > ns.dev[i] for i in range(len(ns.dev))):
+            return False
+    return True
+
+
+def _best_node(
+    kind: PreemptionKind, a: Attempt, remaining: list[Entry], req: tuple[int, int, int]
+) -> list[Entry] | None:
+    """The node where the shortest prefix of victims makes one replica fit."""
+    state = a.state
+    by_node: dict[str, list[Entry]] = {}
+    for e in remaining:
+        for p in e.placements:
+            lst = by_node.setdefault(p.node, [])
+            if not lst or lst[-1] is not e:
+                lst.append(e)
+    best: list[Entry] | None = None
+    best_key: tuple[int, list[tuple[int, bool, float, float, str]], str] | None = None
+    for node in sorted(by_node):
+        ns = state.nodes[node]
+        if ns.pool != a.pool or not ns.schedulable:
+            continue
+        dev = list(ns.dev)
+        cpu, mem = ns.cpu, ns.mem
+        picked: list[Entry] = []
+        for v in by_node[node]:
+            if best_key is not None and len(picked) >= best_key[0]:
+                break
+            if not kind.allowed(a, v):
+                continue
+            share = v.req[0] if v.req[0] < MILLI else MILLI
+            for p in v.placements:
+                if p.node == node:
+                    for i in p.devices:
+                        dev[i] += share
+                    cpu += v.req[1]
+                    mem += v.req[2]
+            picked.append(v)
+            if cpu >= req[1] and mem >= req[2] and devices_on(dev, req[0]) is not None:
+                key = (len(picked), [victim_key(state, x) for x in picked], node)
+                if best_key is None or key < best_key:
+                    best, best_key = list(picked), key
+                break
+    return best

@@ -1,0 +1,66 @@
+"""Fair-share reclaim among borrowers: weighted max-min shares, never inverting the order."""
+
+from __future__ import annotations
+
+from ..admission import idle_gpu, max_gap, may_borrow, scope_key
+from ..snapshot import Entry
+from .base import Attempt
+
+
+class FairShareReclaim:
+    """A borrower below its fair share takes borrowed capacity from a quota above its share."""
+
+    reason = "fair_share"
+
+    def _borrowed(self, a: Attempt, quota: str) -> int:
+        return a.state.borrowed.get((quota, a.pool), 0)
+
+    def applies(self, a: Attempt) -> bool:
+        """The preemptor may borrow and would stay within its fair share."""
+        w = a.w
+        if not may_borrow(w) or w.quota not in a.shares:
+            return False
+        after = self._borrowed(a, w.quota) + w.request.gpu * a.count
+        return after <= a.shares[w.quota] + 1e-6
+
+    def candidates(self, a: Attempt) -> list[tuple[str, bool]]:
+        """Borrowers of other quotas in the same scope that are above their share."""
+        state = a.state
+        scope = scope_key(state, a.w.quota)
+        out: list[tuple[str, bool]] = []
+        for q in sorted(state.tree.quotas):
+            if q == a.w.quota or scope_key(state, q) != scope:
+                continue
+            if self._borrowed(a, q) > a.shares.get(q, 0.0) + 1e-6:
+                out.append((q, True))
+        return out
+
+    def bound(self, a: Attempt) -> int:
+        """What those quotas borrow in the pool."""
+        return sum(self._borrowed(a, q) for q, _ in self.candidates(a))
+
+    def admissible(self, a: Attempt) -> bool | None:
+        """Enough idle after the removals, and max allows it."""
+        state, w = a.state, a.w
+        if max_gap(state, w, a.pool, a.count) is not None:
+            return None
+        return False if idle_gpu(state, w.quota, a.pool) >= w.request.gpu * a.count else None
+
+    def deficit(self, a: Attempt) -> int:
+        """Idle still missing."""
+        need = a.w.request.gpu * a.count
+        return max(0, need - idle_gpu(a.state, a.w.quota, a.pool))
+
+    def allowed(self, a: Attempt, victim: Entry) -> bool:
+        """Only if the victim's quota stays at least as well served, by weight, as ours."""
+        if victim.in_quota:
+            return False
+        mine = a.w.quota
+        theirs = victim.w.quota
+        w_mine = a.weights.get(mine, 1.0)
+        w_theirs = a.weights.get(theirs, 1.0)
+        need = a.w.request.gpu * a.count
+        gain = victim.req[0] * victim.pool_counts.get(a.pool, 0)
+        after_mine = (self._borrowed(a, mine) + need) / w_mine
+        after_theirs = (self._borrowed(a, theirs) - gain) / w_theirs
+        return after_mine <= after_theirs + 1e-9

@@ -1,0 +1,425 @@
+"""Mutable working state of one cycle: free devices per node, quota usage, running entries."""
+
+from __future__ import annotations
+
+from .tree import QuotaTree, Vec, vec
+from .types import MILLI, Placement, ScenarioError, Snapshot, Workload
+
+LEVEL = 50  # partial devices are bucketed in steps of 50 milli-GPU
+LEVELS = MILLI // LEVEL
+
+
+class NodeState:
+    """Free capacity of one node, per GPU device."""
+
+    __slots__ = (
+        "name",
+        "pool",
+        "dev",
+        "cpu",
+        "mem",
+        "cpu_total",
+        "mem_total",
+        "full",
+        "levels",
+        "residents",
+        "schedulable",
+        "index",
+    )
+
+    def __init__(self, name: str, pool: str, gpus: int, cpu: int, mem: int, sched: bool) -> None:
+        self.name = name
+        self.pool = pool
+        self.dev = [MILLI] * gpus
+        self.cpu = cpu
+        self.mem = mem
+        self.cpu_total = cpu
+        self.mem_total = mem
+        self.full = gpus
+        # buckets (free // LEVEL) of the partially used devices, for best-fit GPU sharing
+        self.levels: frozenset[int] = frozenset()
+        # workload name -> replicas it runs here, so victims are found per node
+        self.residents: dict[str, int] = {}
+        self.schedulable = sched
+        self.index: PoolIndex | None = None
+
+    def free_gpu(self) -> int:
+        """Total free milli-GPU over the devices."""
+        return sum(self.dev)
+
+    def refresh(self) -> None:
+        """Recompute the cached counters and move the node between index buckets."""
+        full = 0
+        levels: set[int] = set()
+        for d in self.dev:
+            if d == MILLI:
+                full += 1
+            elif d >= LEVEL:
+                levels.add(d // LEVEL)
+        frozen = frozenset(levels)
+        if self.index is not None and (full != self.full or frozen != self.levels):
+            self.index.move(self, full, frozen)
+        self.full = full
+        self.levels = frozen
+
+
+class PoolIndex:
+    """Nodes of one pool bucketed by whole free devices and by their partial devices."""
+
+    __slots__ = ("pool", "by_full", "by_level", "nodes")
+
+    def __init__(self, pool: str, max_gpus: int) -> None:
+        self.pool = pool
+        # dicts keep insertion order, so scans are deterministic
+        self.by_full: list[dict[str, NodeState]] = [{} for _ in range(max_gpus + 1)]
+        self.by_level: list[dict[str, NodeState]] = [{} for _ in range(LEVELS)]
+        self.nodes: dict[str, NodeState] = {}
+
+    def add(self, n: NodeState) -> None:
+        """Index a schedulable node."""
+        self.nodes[n.name] = n
+        self.by_full[n.full][n.name] = n
+        for lv in n.levels:
+            self.by_level[lv][n.name] = n
+        n.index = self
+
+    def move(self, n: NodeState, full: int, levels: frozenset[int]) -> None:
+        """Re-bucket a node whose free devices changed."""
+        if full != n.full:
+            del self.by_full[n.full][n.name]
+            self.by_full[full][n.name] = n
+        for lv in n.levels - levels:
+            del self.by_level[lv][n.name]
+        for lv in levels - n.levels:
+            self.by_level[lv][n.name] = n
+
+
+class Entry:
+    """A running workload inside the working state."""
+
+    __slots__ = ("w", "placements", "in_quota", "pool_counts", "req", "new_from", "key")
+
+    def __init__(self, w: Workload, placements: list[Placement], in_quota: bool) -> None:
+        self.w = w
+        self.placements = placements
+        self.in_quota = in_quota
+        self.pool_counts: dict[str, int] = {}
+        self.req: Vec = vec(w.request)
+        # index of the first placement added this cycle (len(placements) if none)
+        self.new_from = len(placements)
+        # cached victim-preference key; reset when the label changes
+        self.key: tuple[int, bool, float, float, str] | None = None
+
+
+class State:
+    """The cycle's working snapshot; it can remove a workload and restore it."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        if snap.idle_scope not in ("tree", "pool"):
+            raise ScenarioError(f"idle_scope must be tree or pool, not {snap.idle_scope!r}")
+        self.now = snap.now
+        self.idle_scope = snap.idle_scope
+        self.tree = QuotaTree(snap.quotas)
+        self.nodes: dict[str, NodeState] = {}
+        self.pools: dict[str, PoolIndex] = {}
+        self.capacity: dict[str, list[int]] = {}
+        max_gpus: dict[str, int] = {}
+        for n in snap.nodes:
+            if n.name in self.nodes:
+                raise ScenarioError(f"node {n.name!r} is defined twice")
+            if n.gpus < 0 or n.cpu < 0 or n.memory < 0:
+                raise ScenarioError(f"node {n.name!r} has negative capacity")
+            self.nodes[n.name] = NodeState(n.name, n.pool, n.gpus, n.cpu, n.memory, n.schedulable)
+            max_gpus[n.pool] = max(max_gpus.get(n.pool, 0), n.gpus)
+        for name in sorted(self.nodes):
+            ns = self.nodes[name]
+            if ns.pool not in self.pools:
+                self.pools[ns.pool] = PoolIndex(ns.pool, max_gpus[ns.pool])
+                self.capacity[ns.pool] = [0, 0, 0]
+            if ns.schedulable:
+                self.pools[ns.pool].add(ns)
+                cap = self.capacity[ns.pool]
+                cap[0] += len(ns.dev) * MILLI
+                cap[1] += ns.cpu
+                cap[2] += ns.mem
+        # (quota, pool) -> subtree usage; in-quota subtree usage; in-quota usage submitted
+        # directly to the quota; Not-in-Quota GPU submitted directly (fair share).
+        self.usage: dict[tuple[str, str], list[int]] = {}
+        self.inq: dict[tuple[str, str], list[int]] = {}
+        self.direct_inq: dict[tuple[str, str], list[int]] = {}
+        self.borrowed: dict[tuple[str, str], int] = {}
+        self.pool_used: dict[str, list[int]] = {p: [0, 0, 0] for p in self.pools}
+        self.entries: dict[str, Entry] = {}
+        # running training (the only possible victims) per (submission quota, pool), and the
+        # Not-in-Quota ones among them, so victim searches never scan the whole running set
+        self.train_at: dict[tuple[str, str], dict[str, Entry]] = {}
+        self.niq_at: dict[tuple[str, str], dict[str, Entry]] = {}
+        # victim groups sorted by preference, built on first use (see preemption.base)
+        self.victim_cache: dict[tuple[str, str, bool], list[Entry]] = {}
+        self.bound_cache: dict[tuple[str, str, int], int] = {}
+        self.generation = 0
+        # workloads started this cycle: never victims in the same cycle
+        self.fresh: set[str] = set()
+        self.workloads: dict[str, Workload] = {}
+        for w in snap.workloads:
+            if w.name in self.workloads:
+                raise ScenarioError(f"workload {w.name!r} is defined twice")
+            if w.quota not in self.tree.quotas:
+                raise ScenarioError(f"workload {w.name!r} names unknown quota {w.quota!r}")
+            _check_workload(w)
+            self.workloads[w.name] = w
+            if w.running:
+                self._load_running(w)
+
+    def _load_running(self, w: Workload) -> None:
+        """Allocate a running workload's placements, refusing over-allocation."""
+        e = Entry(w, [], False)
+        req = e.req
+        for p in w.running:
+            ns = self.nodes.get(p.node)
+            if ns is None:
+                raise ScenarioError(f"workload {w.name!r} runs on unknown node {p.node!r}")
+            devices = p.devices or self._pick_devices(ns, req[0])
+            if devices is None or not self._fits_on(ns, req, devices):
+                raise ScenarioError(
+                    f"node {p.node!r} is over-allocated by the running set (at {w.name!r})"
+                )
+            self._take(ns, req, devices, w.name)
+            e.placements.append(Placement(p.node, devices))
+            e.pool_counts[ns.pool] = e.pool_counts.get(ns.pool, 0) + 1
+        e.new_from = len(e.placements)
+        self.entries[w.name] = e
+        self._account(e, 1)
+
+    @staticmethod
+    def _pick_devices(ns: NodeState, gpu: int) -> tuple[int, ...] | None:
+        """Deterministic device choice: first whole free devices, or best-fit partial one."""
+        if gpu == 0:
+            return ()
+        if gpu < MILLI:
+            best = -1
+            for i, d in enumerate(ns.dev):
+                if d >= gpu and (best < 0 or d < ns.dev[best]):
+                    best = i
+            return None if best < 0 else (best,)
+        need = gpu // MILLI
+        picked = tuple(i for i, d in enumerate(ns.dev) if d == MILLI)[:need]
+        return picked if len(picked) == need else None
+
+    @staticmethod
+    def _fits_on(ns: NodeState, req: Vec, devices: tuple[int, ...]) -> bool:
+        """The replica's CPU, memory and per-device GPU share fit on this node."""
+        if req[1] > ns.cpu or req[2] > ns.mem:
+            return False
+        share = req[0] if req[0] < MILLI else MILLI
+        for i in devices:
+            if i < 0 or i >= len(ns.dev) or ns.dev[i] < share:
+                return False
+        return len(set(devices)) == len(devices)
+
+    def _take(self, ns: NodeState, req: Vec, devices: tuple[int, ...], owner: str) -> None:
+        share = req[0] if req[0] < MILLI else MILLI
+        for i in devices:
+            ns.dev[i] -= share
+        ns.cpu -= req[1]
+        ns.mem -= req[2]
+        ns.residents[owner] = ns.residents.get(owner, 0) + 1
+        ns.refresh()
+
+    def _give(self, ns: NodeState, req: Vec, devices: tuple[int, ...], owner: str) -> None:
+        share = req[0] if req[0] < MILLI else MILLI
+        for i in devices:
+            ns.dev[i] += share
+        ns.cpu += req[1]
+        ns.mem += req[2]
+        left = ns.residents[owner] - 1
+        if left:
+            ns.residents[owner] = left
+        else:
+            del ns.residents[owner]
+        ns.refresh()
+
+    def _account(self, e: Entry, sign: int) -> None:
+        """Add (sign=1) or remove (sign=-1) an entry's usage along its quota chain."""
+        w = e.w
+        chain = self.tree.chain[w.quota]
+        g, c, m = e.req
+        if w.kind == "training":
+            for pool in e.pool_counts:
+                k = (w.quota, pool)
+                if sign > 0:
+                    self.train_at.setdefault(k, {})[w.name] = e
+                    if not e.in_quota:
+                        self.niq_at.setdefault(k, {})[w.name] = e
+                else:
+                    self.train_at[k].pop(w.name, None)
+                    self.niq_at.get(k, {}).pop(w.name, None)
+        for pool, count in e.pool_counts.items():
+            dg, dc, dm = sign * g * count, sign * c * count, sign * m * count
+            pu = self.pool_used[pool]
+            pu[0] += dg
+            pu[1] += dc
+            pu[2] += dm
+            targets = [self.usage]
+            if e.in_quota:
+                targets.append(self.inq)
+            for table in targets:
+                for a in chain:
+                    u = table.get((a, pool))
+                    if u is None:
+                        u = table[(a, pool)] = [0, 0, 0]
+                    u[0] += dg
+                    u[1] += dc
+                    u[2] += dm
+            if e.in_quota:
+                u = self.direct_inq.setdefault((w.quota, pool), [0, 0, 0])
+                u[0] += dg
+                u[1] += dc
+                u[2] += dm
+            else:
+                key = (w.quota, pool)
+                self.borrowed[key] = self.borrowed.get(key, 0) + dg
+
+    def set_in_quota(self, e: Entry, in_quota: bool) -> None:
+        """Relabel an entry, moving its usage between In Quota and Not in Quota."""
+        if e.in_quota == in_quota:
+            return
+        self._account(e, -1)
+        e.in_quota = in_quota
+        e.key = None
+        self._account(e, 1)
+
+    def relabel(self, labels: dict[str, bool]) -> None:
+        """Apply a whole classification at once, rebuilding the In-Quota tables in one pass."""
+        self.inq.clear()
+        self.direct_inq.clear()
+        self.borrowed.clear()
+        self.niq_at.clear()
+        self.victim_cache.clear()
+        self.bound_cache.clear()
+        chains = self.tree.chain
+        inq = self.inq
+        for name, e in self.entries.items():
+            ok = labels.get(name, False)
+            e.in_quota = ok
+            e.key = None
+            w = e.w
+            g, c, m = e.req
+            if not ok:
+                for pool, count in e.pool_counts.items():
+                    k = (w.quota, pool)
+                    self.borrowed[k] = self.borrowed.get(k, 0) + g * count
+                    if w.kind == "training":
+                        self.niq_at.setdefault(k, {})[name] = e
+                continue
+            for pool, count in e.pool_counts.items():
+                dg, dc, dm = g * count, c * count, m * count
+                for a in chains[w.quota]:
+                    u = inq.get((a, pool))
+                    if u is None:
+                        inq[(a, pool)] = [dg, dc, dm]
+                    else:
+                        u[0] += dg
+                        u[1] += dc
+                        u[2] += dm
+                u = self.direct_inq.setdefault((w.quota, pool), [0, 0, 0])
+                u[0] += dg
+                u[1] += dc
+                u[2] += dm
+
+    # --- simulation: remove and restore -------------------------------------------------
+
+    def remove(self, name: str) -> Entry:
+        """Take a running workload out of the state (freeing its devices); see restore()."""
+        e = self.entries.pop(name)
+        self._account(e, -1)
+        req = e.req
+        for p in e.placements:
+            self._give(self.nodes[p.node], req, p.devices, name)
+        self.generation += 1
+        return e
+
+    def restore(self, e: Entry) -> None:
+        """Put back an entry taken out by remove()."""
+        req = e.req
+        for p in e.placements:
+            self._take(self.nodes[p.node], req, p.devices, e.w.name)
+        self.entries[e.w.name] = e
+        self._account(e, 1)
+        self.generation += 1
+
+    def add_replica(self, w: Workload, node: str, devices: tuple[int, ...], in_quota: bool) -> None:
+        """Place one new replica of w (creating its entry when it was pending)."""
+        e = self.entries.get(w.name)
+        if e is None:
+            e = Entry(w, [], in_quota)
+            self.entries[w.name] = e
+        else:
+            self._account(e, -1)
+        ns = self.nodes[node]
+        self._take(ns, e.req, devices, w.name)
+        e.placements.append(Placement(node, devices))
+        e.pool_counts[ns.pool] = e.pool_counts.get(ns.pool, 0) + 1
+        self._account(e, 1)
+        self.generation += 1
+
+    def drop_new_replicas(self, w: Workload, keep: int) -> None:
+        """Undo replicas placed this cycle beyond index keep (a gang that did not fit)."""
+        e = self.entries.get(w.name)
+        if e is None:
+            return
+        self._account(e, -1)
+        while len(e.placements) > keep:
+            p = e.placements.pop()
+            ns = self.nodes[p.node]
+            self._give(ns, e.req, p.devices, w.name)
+            e.pool_counts[ns.pool] -= 1
+            if not e.pool_counts[ns.pool]:
+                del e.pool_counts[ns.pool]
+        if e.placements:
+            self._account(e, 1)
+        else:
+            del self.entries[w.name]
+        self.generation += 1
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def victims_at(self, quota: str, pool: str, niq_only: bool) -> list[Entry]:
+        """Running training of one quota in one pool (only Not in Quota with niq_only)."""
+        table = self.niq_at if niq_only else self.train_at
+        by = table.get((quota, pool))
+        return list(by.values()) if by else []
+
+    def used(self, table: dict[tuple[str, str], list[int]], quota: str, pool: str) -> list[int]:
+        """A usage row, zero when absent."""
+        return table.get((quota, pool)) or [0, 0, 0]
+
+    def work_lost(self, e: Entry) -> float:
+        """GPU-seconds since the last checkpoint (or the start) of a running workload."""
+        w = e.w
+        since = w.last_checkpoint_at if w.last_checkpoint_at is not None else w.started_at
+        if since is None:
+            since = self.now
+        gpus = e.req[0] * len(e.placements) / MILLI
+        return max(0.0, gpus * (self.now - since))
+
+
+def _check_workload(w: Workload) -> None:
+    """Refuse requests the core cannot represent."""
+    if w.kind not in ("training", "inference", "interactive"):
+        raise ScenarioError(f"workload {w.name!r}: kind must be training, inference or interactive")
+    if w.idle not in ("none", "acceptable", "idle_only"):
+        raise ScenarioError(f"workload {w.name!r}: idle must be none, acceptable or idle_only")
+    if w.replicas < 1:
+        raise ScenarioError(f"workload {w.name!r}: replicas must be at least 1")
+    r = w.request
+    if r.gpu < 0 or r.cpu < 0 or r.memory < 0:
+        raise ScenarioError(f"workload {w.name!r}: requests must not be negative")
+    if r.gpu > MILLI and r.gpu % MILLI:
+        raise ScenarioError(
+            f"workload {w.name!r}: gpu must be a fraction of one GPU or a whole number of GPUs"
+        )
+    if not w.pools:
+        raise ScenarioError(f"workload {w.name!r}: pools must list at least one node pool")
+    if len(w.running) > w.replicas:
+        raise ScenarioError(f"workload {w.name!r} runs more replicas than it asks for")

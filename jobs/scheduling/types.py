@@ -1,0 +1,160 @@
+"""Value types of the pure scheduling core: inputs (snapshot) and outputs (decisions)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+MILLI = 1000  # milli-GPUs per GPU device
+
+KINDS = ("training", "inference", "interactive")
+IDLE_POLICIES = ("none", "acceptable", "idle_only")
+QUEUE_STRATEGIES = ("priority", "fifo")
+IDLE_SCOPES = ("tree", "pool")
+REASONS = ("reclaim", "child_preemption", "priority", "fair_share")
+
+
+class ScenarioError(ValueError):
+    """A snapshot or scenario that breaks the domain's invariants."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """A resource vector: milli-GPU, CPU millicores and memory MiB (integers only)."""
+
+    gpu: int = 0
+    cpu: int = 0
+    memory: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(self.gpu + other.gpu, self.cpu + other.cpu, self.memory + other.memory)
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(self.gpu - other.gpu, self.cpu - other.cpu, self.memory - other.memory)
+
+    def __mul__(self, factor: int) -> Resources:
+        return Resources(self.gpu * factor, self.cpu * factor, self.memory * factor)
+
+    def fits(self, capacity: Resources) -> bool:
+        """True when every component of self is within capacity."""
+        return (
+            self.gpu <= capacity.gpu and self.cpu <= capacity.cpu and self.memory <= capacity.memory
+        )
+
+    def __le__(self, other: Resources) -> bool:
+        return self.fits(other)
+
+    def is_zero(self) -> bool:
+        """True when nothing is requested."""
+        return self.gpu == 0 and self.cpu == 0 and self.memory == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node of a pool; `gpus` is the device count, each device holds 1000 milli-GPU."""
+
+    name: str
+    pool: str
+    gpus: int
+    cpu: int
+    memory: int
+    schedulable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """A quota of the tree; min/max are keyed by node pool name."""
+
+    name: str
+    parent: str | None
+    min: Mapping[str, Resources]
+    max: Mapping[str, Resources] | None = None
+    child_preemption: bool = False
+    lend_idle: bool = True
+    weight: float | None = None
+    queue: str = "priority"
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one replica runs: a node and the GPU device indices it uses there."""
+
+    node: str
+    devices: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A training job, inference service or interactive instance; `request` is per replica."""
+
+    name: str
+    quota: str
+    kind: str
+    replicas: int
+    request: Resources
+    pools: tuple[str, ...]
+    priority: int = 5
+    idle: str = "none"
+    running: tuple[Placement, ...] = ()
+    submitted_at: float = 0
+    started_at: float | None = None
+    last_checkpoint_at: float | None = None
+
+    @property
+    def preemptible(self) -> bool:
+        """Only training jobs can be preempted."""
+        return self.kind == "training"
+
+    @property
+    def is_gang(self) -> bool:
+        """Training and interactive start all replicas or none."""
+        return self.kind != "inference"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one cycle needs; `now` is the injected clock."""
+
+    now: float
+    nodes: tuple[Node, ...]
+    quotas: tuple[Quota, ...]
+    workloads: tuple[Workload, ...]
+    idle_scope: str = "tree"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A workload started (or scaled up) this cycle; only the new placements are listed."""
+
+    workload: str
+    in_quota: bool
+    placements: tuple[Placement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """A victim, the workload it made room for and the kind of preemption."""
+
+    workload: str
+    by: str
+    reason: str
+    work_lost_gpu_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A workload left waiting, with one human sentence saying why."""
+
+    workload: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    """The cycle's decisions; classification covers every workload running after the cycle."""
+
+    admitted: tuple[Admission, ...]
+    preempted: tuple[Preemption, ...]
+    classification: Mapping[str, bool]
+    pending: tuple[Pending, ...]
+    stats: Mapping[str, int] = field(default_factory=dict)

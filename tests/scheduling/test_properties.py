@@ -1,0 +1,203 @@
+"""Property-based invariants of the cycle over random clusters and workloads."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jobs.scheduling.cycle import run_cycle
+from jobs.scheduling.types import MILLI, Node, Quota, Resources, Snapshot, Workload
+
+POOLS = ("a100", "t4")
+GPU_CHOICES = (0, 250, 500, 600, 1000, 2000, 4000, 8000)
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> Snapshot:
+    """A random valid tree and pending set; a first cycle starts some of them."""
+    node_count = draw(st.integers(1, 6))
+    nodes = tuple(
+        Node(
+            f"n{i}",
+            draw(st.sampled_from(POOLS)),
+            draw(st.sampled_from((1, 2, 4, 8))),
+            draw(st.sampled_from((8000, 32000))),
+            65536,
+        )
+        for i in range(node_count)
+    )
+    caps = {p: sum(n.gpus for n in nodes if n.pool == p) * MILLI for p in POOLS}
+    quotas: list[Quota] = []
+    root_min = {p: draw(st.integers(0, caps[p] // 1000)) * 1000 for p in POOLS}
+    quotas.append(
+        Quota(
+            "root",
+            None,
+            {p: Resources(g) for p, g in root_min.items()},
+            child_preemption=draw(st.booleans()),
+        )
+    )
+    left = dict(root_min)
+    for i in range(draw(st.integers(0, 3))):
+        parent = draw(st.sampled_from([q.name for q in quotas]))
+        pmin = next(q for q in quotas if q.name == parent).min
+        kids = [q for q in quotas if q.parent == parent]
+        mins = {}
+        for p in POOLS:
+            room = pmin.get(p, Resources()).gpu - sum(k.min.get(p, Resources()).gpu for k in kids)
+            mins[p] = Resources(draw(st.integers(0, max(0, room) // 1000)) * 1000)
+        qmax = None
+        if draw(st.booleans()):
+            qmax = {p: Resources(mins[p].gpu + draw(st.integers(0, 4)) * 1000) for p in POOLS}
+        quotas.append(
+            Quota(
+                f"q{i}",
+                parent,
+                mins,
+                qmax,
+                draw(st.booleans()),
+                draw(st.booleans()),
+                draw(st.sampled_from((None, 1.0, 3.0))),
+                draw(st.sampled_from(("priority", "fifo"))),
+            )
+        )
+    del left
+    workloads = []
+    for i in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(("training", "training", "inference", "interactive")))
+        gpu = draw(st.sampled_from(GPU_CHOICES))
+        workloads.append(
+            Workload(
+                name=f"w{i}",
+                quota=draw(st.sampled_from([q.name for q in quotas])),
+                kind=kind,
+                replicas=draw(st.integers(1, 3)),
+                request=Resources(gpu, draw(st.sampled_from((0, 1000, 4000))), 1024),
+                pools=tuple(
+                    draw(st.lists(st.sampled_from(POOLS), min_size=1, max_size=2, unique=True))
+                ),
+                priority=draw(st.integers(1, 9)),
+                idle=draw(st.sampled_from(("none", "acceptable", "idle_only"))),
+                submitted_at=float(i),
+                last_checkpoint_at=None,
+            )
+        )
+    scope = draw(st.sampled_from(("tree", "pool")))
+    first = Snapshot(100, nodes, tuple(quotas), tuple(workloads), scope)
+    result = run_cycle(first)
+    placed = {a.workload: a.placements for a in result.admitted}
+    second = []
+    for w in workloads:
+        if w.name in placed:
+            second.append(
+                replace(
+                    w,
+                    running=placed[w.name],
+                    started_at=100 + int(w.name[1:]),
+                    last_checkpoint_at=None,
+                )
+            )
+    for i in range(draw(st.integers(1, 8))):
+        gpu = draw(st.sampled_from(GPU_CHOICES))
+        second.append(
+            Workload(
+                name=f"p{i}",
+                quota=draw(st.sampled_from([q.name for q in quotas])),
+                kind=draw(st.sampled_from(("training", "inference", "interactive"))),
+                replicas=draw(st.integers(1, 3)),
+                request=Resources(gpu, 1000, 1024),
+                pools=(draw(st.sampled_from(POOLS)),),
+                priority=draw(st.integers(1, 9)),
+                idle=draw(st.sampled_from(("none", "acceptable", "idle_only"))),
+                submitted_at=200.0 + i,
+            )
+        )
+    return Snapshot(1000, nodes, tuple(quotas), tuple(second), scope)
+
+
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def final_running(snap: Snapshot, result: object) -> dict[str, list[tuple[str, tuple[int, ...]]]]:
+    """Placements after applying the cycle's decisions."""
+    gone = {p.workload for p in result.preempted}  # type: ignore[attr-defined]
+    out: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    for w in snap.workloads:
+        if w.running and w.name not in gone:
+            out[w.name] = [(p.node, p.devices) for p in w.running]
+    for a in result.admitted:  # type: ignore[attr-defined]
+        out.setdefault(a.workload, []).extend((p.node, p.devices) for p in a.placements)
+    return out
+
+
+@FAST
+@given(clusters())
+def test_no_node_or_device_is_over_allocated(snap: Snapshot) -> None:
+    result = run_cycle(snap)
+    by_name = {w.name: w for w in snap.workloads}
+    nodes = {n.name: n for n in snap.nodes}
+    dev = {n: [0] * nodes[n].gpus for n in nodes}
+    cpu = dict.fromkeys(nodes, 0)
+    for name, pls in final_running(snap, result).items():
+        req = by_name[name].request
+        for node, devices in pls:
+            assert nodes[node].pool in by_name[name].pools or by_name[name].running
+            share = min(req.gpu, MILLI)
+            assert len(devices) == (0 if req.gpu == 0 else max(1, req.gpu // MILLI))
+            for d in devices:
+                dev[node][d] += share
+            cpu[node] += req.cpu
+    for n, per in dev.items():
+        assert all(x <= MILLI for x in per), (n, per)
+        assert cpu[n] <= nodes[n].cpu
+
+
+@FAST
+@given(clusters())
+def test_in_quota_usage_stays_within_min_on_every_subtree(snap: Snapshot) -> None:
+    result = run_cycle(snap)
+    by_name = {w.name: w for w in snap.workloads}
+    pool_of = {n.name: n.pool for n in snap.nodes}
+    quotas = {q.name: q for q in snap.quotas}
+    used: dict[tuple[str, str], int] = {}
+    running = final_running(snap, result)
+    assert set(result.classification) == set(running)
+    for name, pls in running.items():
+        if not result.classification[name]:
+            continue
+        w = by_name[name]
+        assert w.idle != "idle_only"
+        q: str | None = w.quota
+        while q is not None:
+            for node, _ in pls:
+                key = (q, pool_of[node])
+                used[key] = used.get(key, 0) + w.request.gpu
+            q = quotas[q].parent
+    for (q, pool), gpu in used.items():
+        assert gpu <= quotas[q].min.get(pool, Resources()).gpu, (q, pool)
+
+
+@FAST
+@given(clusters())
+def test_every_victim_has_a_preemptor_that_was_placed(snap: Snapshot) -> None:
+    result = run_cycle(snap)
+    admitted = {a.workload for a in result.admitted}
+    kinds = {w.name: w.kind for w in snap.workloads}
+    for p in result.preempted:
+        assert p.by in admitted
+        assert kinds[p.workload] == "training"
+        assert p.reason in ("reclaim", "child_preemption", "priority", "fair_share")
+    pending = {p.workload for p in result.pending}
+    assert not (pending & {p.workload for p in result.preempted})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_the_cycle_is_deterministic(snap: Snapshot) -> None:
+    assert run_cycle(snap) == run_cycle(snap)
+    shuffled = replace(snap, workloads=tuple(reversed(snap.workloads)))
+    a, b = run_cycle(snap), run_cycle(shuffled)
+    assert sorted(a.admitted, key=str) == sorted(b.admitted, key=str)
+    assert dict(a.classification) == dict(b.classification)
