@@ -120,7 +120,8 @@ class Allocation:
 
 def allocation_now() -> Allocation:
     """What live pods hold now and what schedulable nodes offer (2 queries)."""
-    allocated = Pod.objects.filter(status__in=LIVE_POD_STATUSES, node__isnull=False).aggregate(
+    # The same pods usage_sample counts, so the live gauge and the page agree.
+    allocated = Pod.objects.filter(status__in=LIVE_POD_STATUSES).aggregate(
         gpu=Sum("workload__gpu")
     )["gpu"]
     return Allocation(allocated=allocated or 0, capacity=schedulable_capacity())

@@ -101,6 +101,8 @@ class NodeGridView(PlatformAdminRequiredMixin, TemplateView):
             groups=groups,
             pools=pools,
             pool_id=pool_id,
+            # Names fit under each node on small clusters; on openb-sized ones the title does.
+            show_names=len(grid.nodes) <= 120,
             legend=[
                 (FREE, "Free"),
                 (FULL, "Full (In Quota)"),

@@ -70,10 +70,10 @@
   function updateShare(sample) {
     if (!sample.capacity) return;
     var pct = Math.round(sample.allocated / sample.capacity * 1000) / 10;
-    Plotly.restyle(el("share"), {
-      value: [pct],
-      "title.text": [(sample.allocated / 1000) + " of " + (sample.capacity / 1000) + " GPUs allocated"]
-    });
+    var text = (sample.allocated / 1000) + " of " + (sample.capacity / 1000);
+    Plotly.restyle(el("share"), { value: [pct], "title.text": [text + " GPUs allocated"] });
+    var summary = document.getElementById("allocated-now");
+    if (summary) summary.textContent = text + " schedulable GPUs allocated now";
   }
 
   function onSample(sample) {

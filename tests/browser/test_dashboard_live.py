@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.dashboard.factories import T0, samples
+from quotas.models import Node
+from tests.dashboard.factories import T0, pod_on, running_workload, samples
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -85,6 +86,9 @@ def test_allocation_chart_gains_a_point_after_a_sample_without_reload(
     assert before == 12  # an hour of minutes, in 5-minute buckets
     page.evaluate("window.__notReloaded = true")
 
+    node = Node.objects.get(name="a100-01")
+    pod_on(running_workload(demo, name="fresh", gpu=8000), node, list(range(8)))
+
     # Playwright's sync API keeps an event loop running in this thread, where async_to_sync
     # (inside broadcast) refuses to work; the embedded runner samples from its own thread too.
     def sample() -> None:
@@ -108,4 +112,11 @@ def test_allocation_chart_gains_a_point_after_a_sample_without_reload(
     assert page.evaluate("window.__notReloaded") is True
     pending = page.evaluate("document.getElementById('chart-pending').data[0].x.length")
     assert pending == before + 1
+    assert page.locator("#allocated-now").inner_text() == "8 of 128 schedulable GPUs allocated now"
+    bob_band = page.evaluate(
+        "(() => { const d = document.getElementById('chart-allocation').data;"
+        " const t = d.find(t => t.name === 'Quota 1.1 · In Quota');"
+        " return t.y[t.y.length - 1]; })()"
+    )
+    assert bob_band == 8
     page.screenshot(path="/tmp/shots/browser-dashboard-live.png", full_page=True)
