@@ -75,3 +75,14 @@ def workload_owners(workspace: Any, kind: str) -> list[tuple[int, str]]:
         .order_by("owner__username")
     )
     return list(rows)
+
+
+def workload_rows(queryset: QuerySet[Workload], start: int, stop: int) -> list[Workload]:
+    """One page of an ordered queryset, list-ready (workload_page) in two more queries.
+
+    The page's ids come first from a plain ordered query, so the live-pod count of
+    workload_list is grouped over those rows only, not over every row that matches.
+    """
+    ids = list(queryset.values_list("pk", flat=True)[start:stop])
+    found = {w.pk: w for w in workload_page(Workload.objects.filter(pk__in=ids))}
+    return [found[pk] for pk in ids if pk in found]

@@ -103,7 +103,7 @@ class JobListView(WorkspacePageMixin, TemplateView):
         page = params.get("page", "1")
         number = min(max(int(page), 1), pages) if page.isdigit() else 1
         start = (number - 1) * PAGE_SIZE
-        rows = selectors.workload_page(_sorted(jobs, sort))[start : start + PAGE_SIZE]
+        rows = selectors.workload_rows(_sorted(jobs, sort), start, start + PAGE_SIZE)
         moment = now()
         filters = {"status": status, "owner": owner, "quota": quota}
         kept = {k: v for k, v in filters.items() if v}

@@ -273,7 +273,7 @@ def test_list_makes_a_constant_number_of_queries(
     client = login(bob)
     url = reverse("jobs:job_list", args=[WS])
     client.get(url)  # warm the session and permission caches alike for both counts
-    with django_assert_max_num_queries(14):
+    with django_assert_max_num_queries(15):
         response = client.get(url, {"sort": "progress"})
     assert response.status_code == 200
 
