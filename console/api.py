@@ -294,9 +294,9 @@ class WorkspacePermission(permissions.BasePermission):
             return False
         assert isinstance(view, WorkspaceScopedViewSet)
         action = view.action or ""
+        parent = view.parent_workspace()  # 404 when the URL names a workspace out of sight
         if action in view.admin_actions and not is_platform_admin(request.user):
             raise exceptions.PermissionDenied("Only platform admins may do this.")
-        parent = view.parent_workspace()  # 404 when the URL names a workspace out of sight
         perm = view.permission_for(action)
         if parent is not None and perm and not user_has_workspace_perm(request.user, perm, parent):
             raise exceptions.PermissionDenied(

@@ -180,6 +180,13 @@ class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
     )
     image = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
 
+    def validate_workspace(self, workspace: Workspace) -> Workspace:
+        """The view's permission check runs first: no submit permission answers 403."""
+        check = self.context.get("check_workspace")
+        if check is not None:
+            check(workspace)
+        return workspace
+
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """Resolve the quota among the workspace's and the node pools among the quota's."""
         workspace: Workspace = attrs["workspace"]

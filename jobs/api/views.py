@@ -81,9 +81,12 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
 
     def create(self, request: Request) -> Response:
         """Submit: 400 with the field and reason when refused, 403 without the permission."""
-        data = self.input_serializer_class(data=request.data, context=self.get_serializer_context())
+        context = {
+            **self.get_serializer_context(),
+            "check_workspace": lambda workspace: self.require(SUBMIT, workspace),
+        }
+        data = self.input_serializer_class(data=request.data, context=context)
         data.is_valid(raise_exception=True)
-        self.require(SUBMIT, data.validated_data["workspace"])
         with transaction.atomic():
             workload = self.submit(data)
         return self._answer(workload, status.HTTP_201_CREATED)

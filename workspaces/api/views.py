@@ -82,7 +82,7 @@ class MemberViewSet(
 ):
     """Members of a workspace by username; adding an existing member changes their role."""
 
-    queryset = Membership.objects.select_related("user", "workspace")
+    queryset = Membership.objects.select_related("user", "workspace").order_by("user__username")
     serializer_class = s.MemberSerializer
     lookup_field = "user__username"
     lookup_url_kwarg = "username"
@@ -119,7 +119,7 @@ class BindingViewSet(
 ):
     """Quotas bound to a workspace (by quota id); platform admins bind and unbind."""
 
-    queryset = WorkspaceQuota.objects.select_related("quota", "workspace")
+    queryset = WorkspaceQuota.objects.select_related("quota", "workspace").order_by("quota__name")
     serializer_class = s.BindingSerializer
     lookup_field = "quota_id"
     lookup_url_kwarg = "quota_id"
@@ -145,7 +145,9 @@ class UsageRuleViewSet(
 ):
     """Resource Usage rules: which roles may use each bound quota, with caps."""
 
-    queryset = ResourceUsageRule.objects.select_related("quota", "workspace")
+    queryset = ResourceUsageRule.objects.select_related("quota", "workspace").order_by(
+        "quota__name", "role"
+    )
     serializer_class = s.UsageRuleSerializer
 
     def perform_create(self, serializer: Any) -> None:

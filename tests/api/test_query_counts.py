@@ -1,0 +1,114 @@
+"""List endpoints run the same number of queries for 10 rows as for 1,000."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from jobs.choices import Kind, PodStatus, Status
+from jobs.models import Pod, UsageSample, Workload, WorkloadEvent
+from quotas.amounts import Amounts
+from quotas.models import Node, Quota
+from quotas.services.quotas import quota_create
+
+pytestmark = pytest.mark.django_db
+
+
+def _seed(demo: Any, owner: Any, clock: Any, count: int) -> None:
+    """`count` rows of every listed kind (workloads with pods and events, quotas, nodes…)."""
+    ws, quota = demo.workspaces["workspace_b"], demo.quotas["Quota 1.1"]
+    node = Node.objects.first()
+    now = clock.now()
+    existing = Workload.objects.count()
+    rows = []
+    for i in range(existing, existing + count):
+        kind = (Kind.TRAINING, Kind.INFERENCE, Kind.INTERACTIVE)[i % 3]
+        rows.append(
+            Workload(
+                workspace=ws,
+                quota=quota,
+                owner=owner,
+                name=f"w{i}",
+                kind=kind,
+                status=Status.RUNNING,
+                gpu=1000,
+                submitted_at=now,
+            )
+        )
+    created = Workload.objects.bulk_create(rows)
+    through = Workload.node_pools.through
+    through.objects.bulk_create(
+        [through(workload_id=w.pk, nodepool_id=demo.node_pool.pk) for w in created]
+    )
+    Pod.objects.bulk_create(
+        [
+            Pod(workload=w, index=0, node=node, status=PodStatus.RUNNING, created_at=now)
+            for w in created
+        ]
+    )
+    WorkloadEvent.objects.bulk_create(
+        [WorkloadEvent(workload=w, at=now, kind="submitted", message="x") for w in created]
+    )
+    start = Node.objects.count()
+    Node.objects.bulk_create(
+        [
+            Node(node_pool=demo.node_pool, name=f"n{i}", gpus=0, cpu=0, memory=0)
+            for i in range(start, start + count)
+        ]
+    )
+    start = Quota.objects.count()
+    parent = demo.quotas["Quota 1.2"]
+    for i in range(start, start + min(count, 40)):
+        quota_create(
+            actor=owner,
+            name=f"q{i}",
+            resource_pool=demo.resource_pool,
+            parent=parent,
+            resources={demo.node_pool: Amounts()},
+        )
+    base = UsageSample.objects.count()
+    UsageSample.objects.bulk_create(
+        [
+            UsageSample(at=now + timedelta(minutes=base + i), quota=quota, gpu_in_quota=1000)
+            for i in range(count)
+        ]
+    )
+
+
+LISTS = [
+    "/api/v1/jobs/",
+    "/api/v1/jobs/?workspace=workspace_b&status=Running",
+    "/api/v1/services/",
+    "/api/v1/instances/",
+    "/api/v1/quotas/",
+    "/api/v1/quotas/?view=tree",
+    "/api/v1/nodes/",
+    "/api/v1/node-pools/",
+    "/api/v1/workspaces/",
+    "/api/v1/usage/",
+]
+
+
+def _count(client: Any, url: str) -> int:
+    client.get(url)  # warm the content-type cache first
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert response.status_code == 200, response.content[:300]
+    return len(queries)
+
+
+@pytest.mark.parametrize("user", ["admin", "bob"])
+def test_list_queries_stay_constant_from_10_to_1000_rows(
+    api: Any, demo: Any, admin: Any, bob: Any, clock: Any, user: str
+) -> None:
+    client = api(admin if user == "admin" else bob)
+    _seed(demo, bob, clock, 10)
+    small = {url: _count(client, url) for url in LISTS}
+    _seed(demo, bob, clock, 990)
+    large = {url: _count(client, url) for url in LISTS}
+    assert large == small
+    assert max(small.values()) <= 12
