@@ -1,85 +1,39 @@
 """The admin's dashboard gains a point when the control loop writes a sample, without a reload.
 
-pytest-django's live_server is a WSGI server: it cannot accept websockets. So this test runs
-Daphne (the ASGI server `serve` uses) in a thread of the test process, which keeps the
-in-memory channel layer shared between the test body, which calls usage_sample, and the
-consumer that relays the push to the browser.
+pytest-django's live_server is a WSGI server: it cannot accept websockets. tests/browser/
+test_jobs_live.py overrides `live_server` with Daphne (the ASGI server `serve` uses) in a
+thread of the test process; Twisted's reactor runs once per process, so this module reuses
+that same server rather than start its own. The thread keeps the in-memory channel layer
+shared between the test body, which calls usage_sample, and the consumer that relays the push
+to the browser.
 """
 
 from __future__ import annotations
 
-import socket
 import threading
-import time
-from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
 from quotas.models import Node
+from tests.browser import test_jobs_live
 from tests.dashboard.factories import T0, pod_on, running_workload, samples
+
+# One Daphne per process: the reactor cannot start twice.
+live_server = test_jobs_live.live_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def asgi_server() -> Iterator[str]:
-    """Daphne serving console.asgi (plus static files) in a daemon thread; yields its URL."""
-    from daphne.endpoints import build_endpoint_description_strings
-    from daphne.server import Server
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-    from twisted.internet import reactor
-
-    from console.asgi import application
-
-    port = _free_port()
-    ready = threading.Event()
-    server = Server(
-        application=ASGIStaticFilesHandler(application),
-        endpoints=build_endpoint_description_strings(host="127.0.0.1", port=port),
-        signal_handlers=False,
-        ready_callable=ready.set,
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    reactor.callFromThread(reactor.stop)  # type: ignore[attr-defined]
-    thread.join(5)
-
-
-def _sign_in(page: Any, base: str, username: str) -> None:
-    from console.demo import PASSWORDS
-
-    page.goto(f"{base}/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORDS[username])
-    page.click("button[type=submit]")
-    page.wait_for_load_state()
-
-
 def test_allocation_chart_gains_a_point_after_a_sample_without_reload(
-    demo, page, asgi_server
+    demo, page, sign_in, live_server
 ) -> None:
     from jobs.services.usage import usage_sample
 
     for quota in demo.quotas.values():
         samples(quota, start=T0, minutes=60, in_quota=8000)
-    _sign_in(page, asgi_server, "admin")
-    page.goto(f"{asgi_server}/dashboard/")
+    sign_in("admin")
+    page.goto(f"{live_server.url}/dashboard/")
     page.wait_for_selector("#live-status[data-state=live]")
     points = "document.getElementById('chart-allocation').data[0].x.length"
     before = page.evaluate(points)
