@@ -20,7 +20,15 @@ from jobs.choices import Kind, Status
 from jobs.forms import JobSubmitForm
 from jobs.models import Workload
 from jobs.services.workloads import Shape, job_submit, workload_cancel
-from jobs.views import WorkspacePageMixin, current_pods, now, quota_label, refuse, row
+from jobs.views import (
+    WorkspacePageMixin,
+    current_pods,
+    now,
+    pod_summary,
+    quota_label,
+    refuse,
+    row,
+)
 from workspaces.roles import SUBMIT
 from workspaces.selectors import usable_quotas
 
@@ -156,14 +164,18 @@ def _detail_context(request: HttpRequest, job: Workload) -> dict[str, Any]:
     """What the job page and its live fragment show."""
     admin = is_platform_admin(request.user)
     moment = now()
-    pods = sorted(job.pods.all(), key=lambda p: (-p.attempt, p.index))
+    current = current_pods(job)
+    ids = {p.pk for p in current}
+    older = sorted((p for p in job.pods.all() if p.pk not in ids), key=lambda p: -p.pk)
     return {
         "job": job,
         "r": row(job, moment),
-        "pods": pods,
-        "current": {p.pk for p in current_pods(job)},
+        "pods": current,
+        "older_pods": older[:50],
+        "older_count": len(older),
+        "older_summary": pod_summary(older),
         "show_borrowed_nodes": admin,
-        "events": list(job.events.all()),
+        "events": list(job.events.all())[::-1],
         "quota_label": quota_label(job.in_quota),
         "waiting": job.status in (Status.QUEUED, Status.REQUEUED),
         "can_cancel": job.status in (Status.QUEUED, Status.RUNNING, Status.REQUEUED),

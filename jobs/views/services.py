@@ -80,7 +80,7 @@ class ServiceDetailView(WorkspacePageMixin, TemplateView):
             more_pods=max(len(pods) - 50, 0),
             show_borrowed_nodes=is_platform_admin(self.request.user),
             rules=_rules(service),
-            events=list(service.events.all())[-100:],
+            events=list(service.events.all())[::-1][:100],
             scale_form=kwargs.get("scale_form")
             or ScaleForm(initial={"replicas": service.replicas}),
             rule_form=kwargs.get("rule_form") or ScalingRuleForm(initial={"timezone": "UTC"}),

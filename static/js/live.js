@@ -126,8 +126,10 @@
     item.className = "live-notice";
     item.setAttribute("role", "status");
     item.textContent = text;
+    // The latest three, each for ten seconds: enough to read, never a wall over the page.
     box.appendChild(item);
-    setTimeout(function () { item.remove(); }, 15000);
+    while (box.children.length > 3) box.removeChild(box.firstElementChild);
+    setTimeout(function () { item.remove(); }, 10000);
   }
 
   function handle(event) {
