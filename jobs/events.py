@@ -1,13 +1,23 @@
-"""Record timeline events and push them, after commit, to the live groups that may see them."""
+"""Record timeline events and push them, after commit, to the live groups that may see them.
+
+A cycle records hundreds of events; inside `batch()` they leave in one push after commit
+instead of one push each.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 
+from jobs.live import Message, broadcast_many
 from jobs.models import Workload, WorkloadEvent
+
+_local = threading.local()
 
 
 def record(workload: Workload, kind: str, message: str, *, at: datetime, **data: Any) -> None:
@@ -22,11 +32,30 @@ def record(workload: Workload, kind: str, message: str, *, at: datetime, **data:
         "in_quota": workload.in_quota,
         **data,
     }
-    transaction.on_commit(lambda: push(workload.workspace_id, workload.quota_id, payload))
+    push(Message(workload.workspace_id, workload.quota_id, payload))
 
 
-def push(workspace_id: int, quota_id: int, payload: dict[str, Any]) -> None:
-    """Send one event to the groups of its workspace, its quota and the cluster."""
-    from jobs.live import broadcast
+def push(message: Message) -> None:
+    """Send a message after commit, with the open batch if there is one."""
+    pending: list[Message] | None = getattr(_local, "batch", None)
+    if pending is not None:
+        pending.append(message)
+    else:
+        transaction.on_commit(lambda: broadcast_many([message]))
 
-    broadcast(workspace_id=workspace_id, quota_id=quota_id, payload=payload)
+
+@contextmanager
+def batch() -> Iterator[None]:
+    """Collect the pushes of a block and send them together once the transaction commits."""
+    outer: list[Message] | None = getattr(_local, "batch", None)
+    if outer is not None:
+        yield  # an enclosing batch sends them
+        return
+    messages: list[Message] = []
+    _local.batch = messages
+    try:
+        yield
+    finally:
+        _local.batch = None
+    if messages:
+        transaction.on_commit(lambda: broadcast_many(messages))

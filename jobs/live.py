@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 CLUSTER_GROUP = "cluster"
+
+
+class Message(NamedTuple):
+    """A payload for the groups of a workspace and a quota (and always the cluster)."""
+
+    workspace_id: int | None
+    quota_id: int | None
+    payload: dict[str, Any]
 
 
 def workspace_group(workspace_id: int) -> str:
@@ -20,17 +28,31 @@ def quota_group(quota_id: int) -> str:
     return f"quota.{quota_id}"
 
 
-def broadcast(*, workspace_id: int | None, quota_id: int | None, payload: dict[str, Any]) -> None:
-    """Send a payload to the workspace, quota and cluster groups."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    message = {"type": "tidepool.event", "payload": payload}
+def groups_of(message: Message) -> list[str]:
+    """The cluster group, the workspace's and the quota's."""
     groups = [CLUSTER_GROUP]
-    if workspace_id is not None:
-        groups.append(workspace_group(workspace_id))
-    if quota_id is not None:
-        groups.append(quota_group(quota_id))
-    send = async_to_sync(layer.group_send)
-    for group in groups:
-        send(group, message)
+    if message.workspace_id is not None:
+        groups.append(workspace_group(message.workspace_id))
+    if message.quota_id is not None:
+        groups.append(quota_group(message.quota_id))
+    return groups
+
+
+def broadcast_many(messages: list[Message]) -> None:
+    """Send messages to their groups in one trip through the channel layer."""
+    layer = get_channel_layer()
+    if layer is None or not messages:
+        return
+
+    async def send_all() -> None:
+        for message in messages:
+            event = {"type": "tidepool.event", "payload": message.payload}
+            for group in groups_of(message):
+                await layer.group_send(group, event)
+
+    async_to_sync(send_all)()
+
+
+def broadcast(*, workspace_id: int | None, quota_id: int | None, payload: dict[str, Any]) -> None:
+    """Send one payload to the workspace, quota and cluster groups."""
+    broadcast_many([Message(workspace_id, quota_id, payload)])

@@ -11,7 +11,7 @@ from jobs import bridge
 from jobs.backends import get_backend
 from jobs.backends.base import Backend
 from jobs.choices import LIVE_POD_STATUSES, EventKind, Kind, PodStatus, Status
-from jobs.events import record
+from jobs.events import batch, record
 from jobs.models import ControlState, Pod, Workload
 from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.types import Admission, CycleResult, Preemption
@@ -178,15 +178,16 @@ def scheduling_cycle_run(*, now: datetime, backend: Backend | None = None) -> Cy
     state = _lock()
     if state is None:
         return CycleSummary(ran=False)
-    _scale_down(now, backend)
-    snap = bridge.build(now)
-    result = run_cycle(snap.snapshot)
-    for p in result.preempted:
-        _preempt(p, snap.workloads, now, backend)
-    for a in result.admitted:
-        _admit(a, snap.workloads, now, backend)
-    _classify(result, snap.workloads, now)
-    _pending(result, snap.workloads)
+    with batch():
+        _scale_down(now, backend)
+        snap = bridge.build(now)
+        result = run_cycle(snap.snapshot)
+        for p in result.preempted:
+            _preempt(p, snap.workloads, now, backend)
+        for a in result.admitted:
+            _admit(a, snap.workloads, now, backend)
+        _classify(result, snap.workloads, now)
+        _pending(result, snap.workloads)
     state.cycles += 1
     state.last_cycle_at = now
     state.save(update_fields=["cycles", "last_cycle_at"])

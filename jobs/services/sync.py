@@ -9,7 +9,7 @@ from django.db import transaction
 from jobs.backends import get_backend
 from jobs.backends.base import Backend, PodReport
 from jobs.choices import LIVE_POD_STATUSES, EventKind, Kind, PodStatus, RestartMode, Status
-from jobs.events import record
+from jobs.events import batch, record
 from jobs.models import Pod, Workload
 from jobs.services.workloads import end_workload
 from jobs.wakeup import request_cycle
@@ -148,6 +148,12 @@ def _detect_hangs(now: datetime, backend: Backend) -> None:
 def backend_sync(*, now: datetime, backend: Backend | None = None) -> int:
     """Read what the cluster did since the last sync and apply it; returns reports applied."""
     backend = backend or get_backend()
+    with batch():
+        return _sync(now, backend)
+
+
+def _sync(now: datetime, backend: Backend) -> int:
+    """Apply the backend's reports, then look for hung jobs."""
     reports = backend.observe(now=now)
     pods = Pod.objects.select_related("workload__workspace", "workload__quota").in_bulk(
         [r.pod_id for r in reports]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time
 from collections.abc import Callable
+from datetime import UTC, datetime, time
 from typing import Any
 
 from django.conf import settings
