@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Model, Q, QuerySet
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
@@ -211,7 +212,11 @@ class FieldFilterBackend(BaseFilterBackend):
                 if lookup.endswith("_id") and not is_id(value):
                     continue
                 condition |= Q(**{lookup: value})
-            queryset = queryset.filter(condition) if condition else queryset.none()
+            try:
+                queryset = queryset.filter(condition) if condition else queryset.none()
+            except (DjangoValidationError, ValueError, TypeError):
+                message = f"{value!r} is not valid here."
+                raise exceptions.ValidationError({param: [message]}) from None
         return queryset
 
     def get_schema_operation_parameters(self, view: APIView) -> list[dict[str, Any]]:

@@ -89,7 +89,7 @@ class NodeViewSet(
 
     queryset = Node.objects.select_related("node_pool").order_by("name")
     serializer_class = s.NodeSerializer
-    filter_fields = {"name": "name", "node_pool": "node_pool__name", "schedulable": "schedulable"}
+    filter_fields = {"name": "name", "node_pool": "node_pool__name"}
 
     def perform_create(self, serializer: Any) -> None:
         """node_create decides."""
