@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -145,7 +146,9 @@ def test_usage_sample_pushes_to_the_cluster_group_after_commit(demo, admin) -> N
         await ws.disconnect()
         return payload
 
-    payload = asyncio.run(run())
+    # Off the main thread: after a browser test, Playwright keeps an event loop running there.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        payload = pool.submit(asyncio.run, run()).result()
     q11 = str(demo.quotas["Quota 1.1"].pk)
     assert payload["kind"] == "sample"
     assert payload["at"] == T0.isoformat()
