@@ -60,7 +60,8 @@ def usage_sample(*, now: datetime) -> list[UsageSample]:
     state.last_sample_at = now
     state.save(update_fields=["last_sample_at"])
     payload = _sample_payload(now, samples)
-    transaction.on_commit(lambda: _sample_push(payload))
+    # robust: the samples are committed; a channel layer hiccup must not fail the task.
+    transaction.on_commit(lambda: _sample_push(payload), robust=True)
     return samples
 
 
