@@ -29,6 +29,16 @@ PALETTE = [
     ("#455a64", "rgba(69,90,100,0.30)"),
 ]
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
+# The "none" template plus a few explicit colours: plotly.py deep-copies a named template into
+# every figure, which for plotly_white cost more than building the traces.
+GRID = "#eaecf0"
+BASE_LAYOUT: dict[str, Any] = {
+    "template": "none",
+    "font": FONT,
+    "paper_bgcolor": "#ffffff",
+    "plot_bgcolor": "#ffffff",
+}
+AXIS = {"gridcolor": GRID, "zeroline": False, "linecolor": "#d0d5dd", "automargin": True}
 
 
 def plot_time(at: datetime) -> str:
@@ -42,19 +52,18 @@ def _colours(index: int) -> tuple[str, str]:
 
 def _time_layout(series: UsageSeries, *, title: str, y_title: str) -> dict[str, Any]:
     """The layout the time-series charts share: a 24-hour date axis ending at the newest sample."""
-    xaxis: dict[str, Any] = {"type": "date", "showgrid": True}
+    xaxis: dict[str, Any] = {"type": "date", "showgrid": True, **AXIS}
     if series.start is not None and series.end is not None:
         xaxis["range"] = [plot_time(series.start), plot_time(series.end)]
     return {
+        **BASE_LAYOUT,
         "title": {"text": f"{title} (UTC)", "x": 0, "xanchor": "left", "font": {"size": 15}},
-        "template": "plotly_white",
-        "font": FONT,
         "height": 360,
         "margin": {"l": 56, "r": 16, "t": 48, "b": 40},
         "hovermode": "x unified",
         "legend": {"orientation": "h", "y": -0.22, "x": 0},
         "xaxis": xaxis,
-        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
+        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero", **AXIS},
     }
 
 
@@ -65,13 +74,14 @@ def allocation_figure(series: UsageSeries, *, capacity: int | None = None) -> go
     and the hatched bands is the cluster's guaranteed usage. `capacity` is milli-GPU.
     """
     traces: list[go.Scatter] = []
+    xs = [[plot_time(at) for at in quota.at] for quota in series.quotas]
     for field, label in (("in_quota", "In Quota"), ("borrowed", "borrowed")):
         for index, quota in enumerate(series.quotas):
             solid, light = _colours(index)
             borrowed = field == "borrowed"
             traces.append(
                 go.Scatter(
-                    x=[plot_time(at) for at in quota.at],
+                    x=xs[index],
                     y=getattr(quota, field),
                     name=f"{quota.name} · {label}",
                     legendgroup=quota.name,
@@ -132,8 +142,7 @@ def share_figure(allocation: Allocation) -> go.Figure:
             meta={"field": "share"},
         ),
         layout={
-            "template": "plotly_white",
-            "font": FONT,
+            **BASE_LAYOUT,
             "height": 360,
             "margin": {"l": 48, "r": 48, "t": 72, "b": 16},
             "title": {"text": "Allocated now", "x": 0, "xanchor": "left", "font": {"size": 15}},
