@@ -34,11 +34,20 @@
     return q ? q[meta.field] || 0 : 0;
   }
 
+  // Drop points that fell out of the window, in place (plot dates sort as strings).
+  function trim(trace, start) {
+    var n = 0;
+    while (n < trace.x.length && trace.x[n] < start) n++;
+    if (n) { trace.x.splice(0, n); trace.y.splice(0, n); }
+  }
+
   function extendTimeChart(key, sample, at) {
     var div = el(key);
+    var start = shift(at, -live.window_ms);
     var indices = [], xs = [], ys = [];
     div.data.forEach(function (trace, i) {
       if (!trace.meta || trace.meta.quota === undefined) return;
+      trim(trace, start);
       indices.push(i);
       xs.push([at]);
       ys.push([valueOf(sample, trace.meta) / 1000]);
@@ -46,15 +55,17 @@
     if (!indices.length) return;
     Plotly.extendTraces(div, { x: xs, y: ys }, indices);
     // Keep the window at 24 hours ending at the newest sample (simulated time, not wall time).
-    Plotly.relayout(div, { "xaxis.range": [shift(at, -live.window_ms), at] });
+    Plotly.relayout(div, { "xaxis.range": [start, at] });
   }
 
   function extendPreemptions(sample) {
     var div = el("preemptions");
     var hour = hourKey(sample.at);
+    var firstHour = hourKey(new Date(new Date(sample.at).getTime() - live.window_ms).toISOString());
     var extendIdx = [], xs = [], ys = [], changed = false;
     div.data.forEach(function (trace, i) {
       if (!trace.meta || trace.meta.quota === undefined) return;
+      trim(trace, firstHour);
       var n = valueOf(sample, trace.meta);
       var last = trace.x.length - 1;
       if (last >= 0 && trace.x[last] === hour) {

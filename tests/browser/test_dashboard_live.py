@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -28,8 +29,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_allocation_chart_gains_a_point_after_a_sample_without_reload(
     demo, page, sign_in, live_server
 ) -> None:
-    from jobs.services.usage import usage_sample
-
     for quota in demo.quotas.values():
         samples(quota, start=T0, minutes=60, in_quota=8000)
     sign_in("admin")
@@ -43,19 +42,7 @@ def test_allocation_chart_gains_a_point_after_a_sample_without_reload(
     node = Node.objects.get(name="a100-01")
     pod_on(running_workload(demo, name="fresh", gpu=8000), node, list(range(8)))
 
-    # Playwright's sync API keeps an event loop running in this thread, where async_to_sync
-    # (inside broadcast) refuses to work; the embedded runner samples from its own thread too.
-    def sample() -> None:
-        from django.db import connection
-
-        try:
-            usage_sample(now=T0 + timedelta(minutes=60))
-        finally:
-            connection.close()
-
-    runner = threading.Thread(target=sample)
-    runner.start()
-    runner.join(10)
+    _sample_off_thread(T0 + timedelta(minutes=60))
 
     page.wait_for_function(f"{points} === {before + 1}")
     last_x = page.evaluate(
@@ -74,3 +61,33 @@ def test_allocation_chart_gains_a_point_after_a_sample_without_reload(
     )
     assert bob_band == 8
     page.screenshot(path="/tmp/shots/browser-dashboard-live.png", full_page=True)
+
+    # A day later the window slides: every point older than 24 hours before it is dropped.
+    _sample_off_thread(T0 + timedelta(hours=25))
+    page.wait_for_function(f"{points} === 2")
+    assert page.evaluate("document.getElementById('chart-allocation').data[0].x") == [
+        "2026-12-01 01:00:00",
+        "2026-12-02 01:00:00",
+    ]
+    assert page.evaluate("window.__notReloaded") is True
+
+
+def _sample_off_thread(now: Any) -> None:
+    """usage_sample in a thread of its own, as the embedded runner calls it.
+
+    Playwright's sync API keeps an event loop running in the test's thread, where
+    async_to_sync (inside broadcast) refuses to work.
+    """
+    from django.db import connection
+
+    from jobs.services.usage import usage_sample
+
+    def sample() -> None:
+        try:
+            usage_sample(now=now)
+        finally:
+            connection.close()
+
+    runner = threading.Thread(target=sample)
+    runner.start()
+    runner.join(10)
