@@ -160,3 +160,16 @@ def test_usage_sample_pushes_to_the_cluster_group_after_commit(demo, admin) -> N
     }
     assert payload["allocated"] == 8000
     assert payload["capacity"] == 128_000
+
+
+def test_pool_page_links_to_its_grid_and_the_grid_filters_by_pool(demo, login, admin) -> None:
+    client = login(admin)
+    pool = demo.node_pool
+    body = client.get(reverse("nodes:pool", args=[pool.pk])).content.decode()
+    assert f'href="{reverse("nodes:grid")}?pool={pool.pk}"' in body
+    nodes_import(
+        resource_pool=demo.resource_pool, text="name,pool,gpus,cpu,memory\nt4-1,T4,4,1,1\n"
+    )
+    body = client.get(reverse("nodes:grid"), {"pool": pool.pk}).content.decode()
+    assert body.count('<div class="gn') == 16
+    assert 'data-node="t4-1"' not in body
