@@ -9,14 +9,25 @@ from .snapshot import Entry, State
 from .tree import QuotaTree, within
 from .types import Snapshot
 
-OrderKey = tuple[int, bool, float, str]
+OrderKey = tuple[int, bool, float, float, str]
 
 
 def order_key(e: Entry) -> OrderKey:
-    """Priority descending, non-preemptible first, oldest start first, then name."""
+    """The key set by classify_entries (see rank)."""
+    assert e.okey is not None
+    return e.okey
+
+
+def rank(e: Entry, now: float) -> OrderKey:
+    """Priority descending, non-preemptible first, oldest start, first submitted, then name.
+
+    A workload starting this cycle starts at `now`, exactly as the next cycle will see it, so
+    the label its admission gave it does not flip one cycle later. Ties on start time (two
+    admissions of one cycle) go to the one submitted first, which was also admitted first.
+    """
     w = e.w
-    started = w.started_at if w.started_at is not None else w.submitted_at
-    return (-w.priority, w.preemptible, started, w.name)
+    started = w.started_at if w.started_at is not None else now
+    return (-w.priority, w.preemptible, started, w.submitted_at, w.name)
 
 
 def subtree_order(tree: QuotaTree, quota: str, direct: dict[str, list[Entry]]) -> Iterator[Entry]:
@@ -38,7 +49,9 @@ def classify_entries(state: State) -> dict[str, bool]:
     """Walk every root's order, label each running entry and update the state's tables."""
     tree = state.tree
     direct: dict[str, list[Entry]] = {}
+    now = state.now
     for e in state.entries.values():
+        e.okey = rank(e, now)
         direct.setdefault(e.w.quota, []).append(e)
     for lst in direct.values():
         lst.sort(key=order_key)

@@ -66,34 +66,40 @@ class Cycle:
             self.shares[key] = got
         return got
 
-    def attempt(self, w: Workload, count: int) -> Outcome:
-        """Try to start count replicas of w: In Quota, borrowed, then by preemption."""
+    def attempt(self, w: Workload, count: int, borrow: bool) -> Outcome:
+        """Try to start count replicas of w: In Quota (borrow=False) or borrowed (borrow=True).
+
+        Every In-Quota attempt of the cycle runs before any borrowing, so a borrower never
+        takes idle capacity that a workload entitled to it wanted in the same cycle (it would
+        be reclaimed from the borrower in the next one).
+        """
         state = self.state
         pools = pool_order(state, w)
         if not pools:
             return Outcome(reason=f"no node in pool {' or '.join(w.pools)} exists")
         reasons: list[str] = []
-        need = demand(w, count)[0]
         fair_blocked = False
-        # In Quota first: entitlement along the chain, max, then a node for every replica.
-        for pool in pools:
-            gap = entitlement_gap(state, w, pool, count)
-            if gap is not None:
-                reasons.append(self._quota_reason(w, pool, count, gap))
-                continue
-            mgap = max_gap(state, w, pool, count)
-            if mgap is not None:
-                reasons.append(
-                    f"Quota {mgap[0]} would go over its max of {fmt_gpu(mgap[1])} GPUs "
-                    f"in pool {pool}"
-                )
-                continue
-            placed = place_replicas(state, w, count, True, [pool])
-            if placed is not None:
-                return Outcome(placed, True)
-            reasons.append(explain_no_fit(state, w))
-        # Borrowing: only idle capacity, within max and (first pass) the fair share.
-        if may_borrow(w):
+        if not borrow:
+            # In Quota: entitlement along the chain, max, then a node for every replica.
+            for pool in pools:
+                gap = entitlement_gap(state, w, pool, count)
+                if gap is not None:
+                    reasons.append(self._quota_reason(w, pool, count, gap))
+                    continue
+                mgap = max_gap(state, w, pool, count)
+                if mgap is not None:
+                    reasons.append(
+                        f"Quota {mgap[0]} would go over its max of {fmt_gpu(mgap[1])} GPUs "
+                        f"in pool {pool}"
+                    )
+                    continue
+                placed = place_replicas(state, w, count, True, [pool])
+                if placed is not None:
+                    return Outcome(placed, True)
+                reasons.append(explain_no_fit(state, w))
+        else:
+            # Borrowing: only idle capacity, within max and (first pass) the fair share.
+            need = demand(w, count)[0]
             for pool in pools:
                 if idle_gpu(state, w.quota, pool) < need or max_gap(state, w, pool, count):
                     continue
@@ -113,12 +119,15 @@ class Cycle:
                     return Outcome(placed, False)
                 reasons.append(explain_no_fit(state, w))
         # Preemption, in DESIGN's order; each kind restores the state when it cannot help.
-        sig = (self.epoch, w.quota, w.kind, w.idle, count, w.pools, w.priority)
+        # In Quota, only reclaim, child-level and priority preemption (the preemptor ends up
+        # In Quota); borrowing, only fair-share reclaim, which is between borrowers.
+        kinds = [k for k in KINDS if (k.reason == "fair_share") == borrow]
+        sig = (self.epoch, borrow, w.quota, w.kind, w.idle, count, w.pools, w.priority)
         req = (w.request.gpu, w.request.cpu, w.request.memory)
         failed = self.failures.setdefault(sig, [])
         if any(f[0] <= req[0] and f[1] <= req[1] and f[2] <= req[2] for f in failed):
             return Outcome(reason=_first(reasons), fair_blocked=fair_blocked)
-        for kind in KINDS:
+        for kind in kinds:
             for pool in pools:
                 a = Attempt(state, w, pool, count)
                 if kind.reason == "fair_share":
@@ -179,16 +188,26 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
     new: dict[str, list[Placement]] = {}
     waiting: dict[str, Outcome] = {}
     retry: list[Workload] = []
+    # First everything that can run In Quota, then borrowers on what nobody uses.
     for w in queue:
-        out = _admit(cycle, w, new)
+        out = _admit(cycle, w, new, False)
         if out is not None:
             waiting[w.name] = out
-            if out.fair_blocked:
-                retry.append(w)
+    for w in queue:
+        first = waiting.get(w.name)
+        if first is None or not may_borrow(w):
+            continue
+        out = _admit(cycle, w, new, True)
+        if out is None:
+            del waiting[w.name]
+            continue
+        if out.fair_blocked:
+            retry.append(w)
+        waiting[w.name] = _merge(first, out)
     # Fair shares only order the borrowers; idle left over goes to whoever still fits.
     cycle.enforce_shares = False
     for w in retry:
-        if _admit(cycle, w, new) is None:
+        if _admit(cycle, w, new, True) is None:
             del waiting[w.name]
     # 7. Result: relabel the final running set and explain every workload left waiting.
     classification = classify_entries(state)
@@ -218,7 +237,16 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
     return CycleResult(admitted, tuple(cycle.preempted), classification, tuple(pending), stats)
 
 
-def _admit(cycle: Cycle, w: Workload, new: dict[str, list[Placement]]) -> Outcome | None:
+def _merge(first: Outcome, second: Outcome) -> Outcome:
+    """The In-Quota and the borrowing outcome of one workload, the telling reason first."""
+    if second.fair_blocked or not first.reason:
+        return second
+    return first
+
+
+def _admit(
+    cycle: Cycle, w: Workload, new: dict[str, list[Placement]], borrow: bool
+) -> Outcome | None:
     """Admit what fits of w; None when it is fully running, else the failed outcome."""
     state = cycle.state
     e = state.entries.get(w.name)
@@ -227,13 +255,13 @@ def _admit(cycle: Cycle, w: Workload, new: dict[str, list[Placement]]) -> Outcom
     if missing <= 0:
         return None
     if w.is_gang:
-        out = cycle.attempt(w, missing)
+        out = cycle.attempt(w, missing, borrow)
         if out.placed is None:
             return out
         _record(state, w, out.placed, new)
         return None
     for _ in range(missing):
-        out = cycle.attempt(w, 1)
+        out = cycle.attempt(w, 1, borrow)
         if out.placed is None:
             return out
         _record(state, w, out.placed, new)

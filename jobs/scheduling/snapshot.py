@@ -97,7 +97,7 @@ class PoolIndex:
 class Entry:
     """A running workload inside the working state."""
 
-    __slots__ = ("w", "placements", "in_quota", "pool_counts", "req", "new_from", "key")
+    __slots__ = ("w", "placements", "in_quota", "pool_counts", "req", "new_from", "key", "okey")
 
     def __init__(self, w: Workload, placements: list[Placement], in_quota: bool) -> None:
         self.w = w
@@ -109,6 +109,8 @@ class Entry:
         self.new_from = len(placements)
         # cached victim-preference key; reset when the label changes
         self.key: tuple[int, bool, float, float, str] | None = None
+        # classification order key (see classify.rank), set by each classification
+        self.okey: tuple[int, bool, float, float, str] | None = None
 
 
 class State:
@@ -168,6 +170,10 @@ class State:
                 raise ScenarioError(f"workload {w.name!r} names unknown quota {w.quota!r}")
             _check_workload(w)
             self.workloads[w.name] = w
+        # Load in name order: the node buckets keep insertion order, so the snapshot's order
+        # must not leak into placement ties.
+        for name in sorted(self.workloads):
+            w = self.workloads[name]
             if w.running:
                 self._load_running(w)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..admission import entitlement_gap, idle_gpu, max_gap, may_borrow, quota_deficit
+from ..admission import entitlement_gap, max_gap, quota_deficit
 from ..snapshot import Entry
 from .base import Attempt, sorted_group
 
@@ -13,7 +13,9 @@ class PriorityPreemption:
     reason = "priority"
 
     def applies(self, a: Attempt) -> bool:
-        """Some running job of the quota must have strictly lower priority."""
+        """Some running job of the quota has strictly lower priority; idle_only never preempts."""
+        if a.w.idle == "idle_only":
+            return False
         a.below = a.w.priority
         group = sorted_group(a.state, a.w.quota, a.pool, False)
         return any(e.w.priority < a.below for e in group[:1])
@@ -37,19 +39,17 @@ class PriorityPreemption:
         return got
 
     def admissible(self, a: Attempt) -> bool | None:
-        """In Quota once entitled, or borrowed if its idle policy allows and idle suffices."""
+        """In Quota once the victims' In-Quota share is free; evicting to borrow never is."""
         state, w = a.state, a.w
         if max_gap(state, w, a.pool, a.count) is not None:
             return None
-        if entitlement_gap(state, w, a.pool, a.count) is None:
-            return True
-        if may_borrow(w) and idle_gpu(state, w.quota, a.pool) >= w.request.gpu * a.count:
-            return False
-        return None
+        # Borrowing only takes capacity nobody uses: a preemptor that would still run Not in
+        # Quota would be reclaimed by its victims next cycle, and so on for ever.
+        return True if entitlement_gap(state, w, a.pool, a.count) is None else None
 
     def deficit(self, a: Attempt) -> int:
-        """The cheaper of In Quota or borrowing."""
-        return quota_deficit(a.state, a.w, a.pool, a.count, True)
+        """What the entitlement (and max) still misses."""
+        return quota_deficit(a.state, a.w, a.pool, a.count, False)
 
     def allowed(self, a: Attempt, victim: Entry) -> bool:
         """Every streamed candidate is strictly lower priority."""

@@ -1,0 +1,206 @@
+"""Stability: a cycle's decisions hold on the next cycle; borrowing never evicts anything."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from jobs.scheduling.cycle import run_cycle
+from jobs.scheduling.types import CycleResult, Snapshot
+
+from .builders import QuotaBuilder, WorkloadBuilder, nodes, quota, snapshot, workload
+from .test_properties import clusters
+
+
+def next_snapshot(snap: Snapshot, result: CycleResult) -> Snapshot:
+    """The snapshot after applying a cycle: admitted run where placed, victims pending again."""
+    placed = {a.workload: a.placements for a in result.admitted}
+    gone = {p.workload for p in result.preempted}
+    out = []
+    for w in snap.workloads:
+        if w.name in gone:
+            out.append(replace(w, running=(), started_at=None, last_checkpoint_at=None))
+        elif w.name in placed:
+            started = w.started_at if w.running else snap.now
+            out.append(
+                replace(
+                    w,
+                    running=w.running + placed[w.name],
+                    started_at=started,
+                    last_checkpoint_at=w.last_checkpoint_at if w.running else snap.now,
+                )
+            )
+        else:
+            out.append(w)
+    return replace(snap, workloads=tuple(out))
+
+
+def two_cycles(snap: Snapshot) -> tuple[CycleResult, CycleResult]:
+    """Run a cycle, apply it, and run again at the same `now` with no arrival."""
+    first = run_cycle(snap)
+    return first, run_cycle(next_snapshot(snap, first))
+
+
+STABLE = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@STABLE
+@given(clusters())
+def test_a_second_cycle_never_evicts_what_the_first_admitted(snap: Snapshot) -> None:
+    first, second = two_cycles(snap)
+    admitted = {a.workload for a in first.admitted}
+    victims = {p.workload for p in second.preempted}
+    assert not (victims & admitted), (first, second)
+
+
+@STABLE
+@given(clusters())
+def test_no_workload_is_preempted_in_two_consecutive_cycles(snap: Snapshot) -> None:
+    first, second = two_cycles(snap)
+    evicted = {p.workload for p in first.preempted}
+    assert not (evicted & {a.workload for a in second.admitted}), (first, second)
+    third = run_cycle(next_snapshot(next_snapshot(snap, first), second))
+    again = {p.workload for p in second.preempted} & {p.workload for p in third.preempted}
+    assert not again, (second, third)
+
+
+@STABLE
+@given(clusters())
+def test_labels_given_at_admission_hold_in_the_next_cycle(snap: Snapshot) -> None:
+    first, second = two_cycles(snap)
+    victims = {p.workload for p in second.preempted}
+    for a in first.admitted:
+        if a.workload in victims:
+            continue
+        assert second.classification[a.workload] == a.in_quota, a.workload
+
+
+@STABLE
+@given(clusters())
+def test_only_fair_share_reclaim_makes_room_for_a_borrower(snap: Snapshot) -> None:
+    result = run_cycle(snap)
+    labels = {a.workload: a.in_quota for a in result.admitted}
+    idle = {w.name: w.idle for w in snap.workloads}
+    for p in result.preempted:
+        assert idle[p.by] != "idle_only", p
+        if p.reason == "fair_share":
+            assert not labels[p.by], p
+        else:
+            assert labels[p.by], p
+
+
+def tree(b_min: float = 8, c_min: float = 8) -> list[QuotaBuilder]:
+    """Root r with children b and c, like Quota 1 with Quota 1.1 and Quota 1.2."""
+    return [
+        quota("r").min(gpu=b_min + c_min).child_preemption(),
+        quota("b").parent("r").min(gpu=b_min),
+        quota("c").parent("r").min(gpu=c_min),
+    ]
+
+
+@dataclass
+class PingPong:
+    """A starting state and who may (not) preempt whom over three cycles."""
+
+    node_count: int
+    quotas: list[QuotaBuilder]
+    workloads: list[WorkloadBuilder]
+    first_victims: set[str]
+    later_victims: set[str]
+
+
+PING_PONG = {
+    # The demo's 08:02 timeline: the In-Quota job reclaims from the idle_only job, which must
+    # not take it back by priority (it would only run Not in Quota again).
+    "idle_only_high_priority_never_preempts_the_in_quota_job_that_reclaimed": PingPong(
+        2,
+        tree(),
+        [
+            workload("job6").quota("b").gpus(8).priority(7).idle("idle_only").on("n1"),
+            workload("job3").quota("b").gpus(8).priority(3).submitted(10),
+            workload("c1").quota("c").gpus(8).on("n2"),
+        ],
+        {"job6"},
+        set(),
+    ),
+    "idle_only_high_priority_never_preempts_a_running_in_quota_job": PingPong(
+        2,
+        tree(),
+        [
+            workload("job3").quota("b").gpus(8).priority(3).on("n1"),
+            workload("job6").quota("b").gpus(8).priority(7).idle("idle_only").submitted(10),
+            workload("c1").quota("c").gpus(8).on("n2"),
+        ],
+        set(),
+        set(),
+    ),
+    # 16 GPUs in a quota of 8: it must borrow even if job3 left, so it evicts nobody.
+    "acceptable_job_that_must_borrow_never_preempts_an_in_quota_job": PingPong(
+        3,
+        tree(8, 16),
+        [
+            workload("job3").quota("b").gpus(8).priority(3).on("n1"),
+            workload("job6").quota("b").replicas(2).gpus(8).priority(7).idle("acceptable"),
+            workload("c1").quota("c").gpus(8).on("n2"),
+        ],
+        set(),
+        set(),
+    ),
+    "borrowed_acceptable_job_reclaimed_then_never_takes_it_back": PingPong(
+        3,
+        tree(8, 16),
+        [
+            workload("job6").quota("b").replicas(2).gpus(8).priority(7).idle("acceptable")
+            .on("n1", "n3"),
+            workload("c1").quota("c").gpus(8).on("n2"),
+            workload("c2").quota("c").gpus(8).submitted(10),
+        ],
+        {"job6"},
+        set(),
+    ),
+    # Kind 3 done right: the victim's In-Quota share makes the preemptor In Quota; once.
+    "higher_priority_in_quota_preemptor_takes_the_victims_share_once": PingPong(
+        2,
+        tree(),
+        [
+            workload("job3").quota("b").gpus(8).priority(3).on("n1"),
+            workload("job6").quota("b").gpus(8).priority(7).submitted(10),
+            workload("c1").quota("c").gpus(8).on("n2"),
+        ],
+        {"job3"},
+        set(),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(PING_PONG.values()), ids=list(PING_PONG))
+def test_preemption_does_not_ping_pong(case: PingPong) -> None:
+    snap = snapshot(nodes(case.node_count), list(case.quotas), list(case.workloads))
+    result = run_cycle(snap)
+    assert {p.workload for p in result.preempted} == case.first_victims
+    for p in result.preempted:
+        assert result.classification[p.by], p
+    for _ in range(3):
+        snap = next_snapshot(snap, result)
+        result = run_cycle(snap)
+        assert {p.workload for p in result.preempted} == case.later_victims
+
+
+def test_same_cycle_admissions_keep_their_labels_by_submission_order() -> None:
+    # "zeta" is submitted first and admitted In Quota; "alpha" borrows c's idle GPUs. Ranked
+    # by name alone, alpha would take zeta's In-Quota place once both have started.
+    snap = snapshot(
+        nodes(2),
+        tree(),
+        [
+            workload("zeta").quota("b").gpus(8).idle("acceptable").submitted(1),
+            workload("alpha").quota("b").gpus(8).idle("acceptable").submitted(2),
+        ],
+    )
+    first, second = two_cycles(snap)
+    assert {a.workload: a.in_quota for a in first.admitted} == {"zeta": True, "alpha": False}
+    assert dict(first.classification) == {"zeta": True, "alpha": False}
+    assert dict(second.classification) == {"zeta": True, "alpha": False}
+    assert not second.preempted and not second.admitted
