@@ -12,6 +12,12 @@ from django.test import Client
 from console.demo import Demo, seed_demo
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run browser tests last: Playwright's sync API leaves an event loop in the main thread,
+    where later tests' async_to_sync calls would refuse to run."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
 @pytest.fixture
 def demo(db: None) -> Demo:
     """The mission's scenario, seeded into the test database."""

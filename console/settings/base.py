@@ -80,7 +80,13 @@ DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": env("SQLITE_PATH", str(BASE_DIR / "tidepool.sqlite3")),
-        "OPTIONS": {"timeout": 20},
+        # WAL lets pages read while the control loop writes; IMMEDIATE takes the write lock
+        # up front, so concurrent writers wait instead of failing with "database is locked".
+        "OPTIONS": {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
     }
 }
 if env("DATABASE_URL", ""):

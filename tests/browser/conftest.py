@@ -25,9 +25,9 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the session."""
+    """One headless Chromium per module; closing it stops Playwright's event loop."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
