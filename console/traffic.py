@@ -23,6 +23,7 @@ TEAMS = {
     "b": ("bob", "workspace_b", 7),
     "c": ("carol", "workspace_c", 9),
 }
+MODELS = ("resnet50", "bert-large", "llama-7b-sft", "vit-b16", "whisper-small", "t5-base")
 POLICIES = (IdlePolicy.ACCEPTABLE, IdlePolicy.ACCEPTABLE, IdlePolicy.IDLE_ONLY, IdlePolicy.NONE)
 
 
@@ -68,7 +69,7 @@ class DemoTraffic:
                     actor=users[username],
                     workspace=ws,
                     quota=quota,
-                    name=f"{team}-train-{int(now.timestamp())}-{self.submitted}",
+                    name=f"{self.rng.choice(MODELS)}-{_next_number(ws):04d}",
                     shape=Shape(
                         replicas=replicas,
                         gpu=gpus * 1000,
@@ -89,7 +90,7 @@ class DemoTraffic:
                     actor=users[username],
                     workspace=ws,
                     quota=quota,
-                    name=f"c-notebook-{int(now.timestamp())}-{self.submitted}",
+                    name=f"notebook-{_next_number(ws):04d}",
                     shape=Shape(replicas=1, gpu=1000, cpu=4000, memory=32768),
                     node_pools=[pool],
                     max_duration=2 * 3600,
@@ -97,3 +98,8 @@ class DemoTraffic:
                 )
                 made += 1
         return made
+
+
+def _next_number(workspace: Workspace) -> int:
+    """A running number for names: workloads are never deleted, so count + 1 is unused."""
+    return Workload.objects.filter(workspace=workspace).count() + 1
