@@ -41,7 +41,7 @@ def push(message: Message) -> None:
     if pending is not None:
         pending.append(message)
     else:
-        transaction.on_commit(lambda: broadcast_many([message]))
+        transaction.on_commit(lambda: broadcast_many([message]), robust=True)
 
 
 @contextmanager
@@ -58,4 +58,4 @@ def batch() -> Iterator[None]:
     finally:
         _local.batch = None
     if messages:
-        transaction.on_commit(lambda: broadcast_many(messages))
+        transaction.on_commit(lambda: broadcast_many(messages), robust=True)

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from tests.browser.server import LiveServer, server
+
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls from the test
 # body are still synchronous, so tell Django that is fine here.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -34,6 +36,12 @@ def browser() -> Iterator[Any]:
         instance = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield instance
         instance.close()
+
+
+@pytest.fixture
+def live_server(transactional_db: None) -> LiveServer:
+    """The console's ASGI app under daphne, websockets included (tests/browser/server.py)."""
+    return server()
 
 
 @pytest.fixture

@@ -1,11 +1,8 @@
 """The admin's dashboard gains a point when the control loop writes a sample, without a reload.
 
-pytest-django's live_server is a WSGI server: it cannot accept websockets. tests/browser/
-test_jobs_live.py overrides `live_server` with Daphne (the ASGI server `serve` uses) in a
-thread of the test process; Twisted's reactor runs once per process, so this module reuses
-that same server rather than start its own. The thread keeps the in-memory channel layer
-shared between the test body, which calls usage_sample, and the consumer that relays the push
-to the browser.
+The browser tests' live_server is Daphne in a thread of the test process
+(tests/browser/server.py), so the in-memory channel layer is shared between the test body,
+which calls usage_sample, and the consumer that relays the push to the browser.
 """
 
 from __future__ import annotations
@@ -17,11 +14,9 @@ from typing import Any
 import pytest
 
 from quotas.models import Node
-from tests.browser import test_jobs_live
 from tests.dashboard.factories import T0, pod_on, running_workload, samples
 
 # One Daphne per process: the reactor cannot start twice.
-live_server = test_jobs_live.live_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -1,22 +1,18 @@
 """Bob's jobs pages in Chromium, updated live over the workspace websocket.
 
-pytest-django's live_server is a WSGI server: it cannot upgrade a websocket, so the pages'
-live updates never arrive there. This module overrides `live_server` with daphne serving the
-console's ASGI application in a thread of this process. That thread shares the in-memory
-channel layer and the in-memory test database with the test, so the test can drive the control
-loop itself (ManualClock, SimulatedBackend, backend_sync, scheduling_cycle_run) and each event
-it records reaches the page's websocket after commit.
+The browser tests' live_server is daphne in a thread of this process (tests/browser/server.py),
+sharing the in-memory channel layer and test database, so the test drives the control loop
+itself (ManualClock, SimulatedBackend, backend_sync, scheduling_cycle_run) and each event it
+records reaches the page's websocket after commit.
 """
 
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.test import override_settings
 
 from jobs.choices import Status
 from jobs.models import Workload
@@ -24,100 +20,13 @@ from jobs.services.cycle import scheduling_cycle_run
 from jobs.services.scaling import service_scale
 from jobs.services.sync import backend_sync
 from jobs.services.workloads import Shape, service_create
+from tests.browser.server import off_thread
 from tests.jobs import conftest as control
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 # The control-loop fixtures of tests/jobs (a manual clock, the simulated backend, submit).
 clock, sim, submit = control.clock, control.sim, control.submit
-
-
-class _Daphne(threading.Thread):
-    """daphne on a free port of 127.0.0.1, with static files, until the session ends."""
-
-    def __init__(self) -> None:
-        super().__init__(name="daphne-live-server", daemon=True)
-        self.ready = threading.Event()
-        self.port = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            from channels.routing import ProtocolTypeRouter
-            from daphne.server import Server
-            from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-            from django.core.asgi import get_asgi_application
-            from twisted.internet import reactor
-
-            from console.asgi import application
-
-            app = ProtocolTypeRouter(
-                {
-                    "http": ASGIStaticFilesHandler(get_asgi_application()),
-                    "websocket": application.application_mapping["websocket"],
-                }
-            )
-            self.server = Server(
-                application=app,
-                endpoints=["tcp:port=0:interface=127.0.0.1"],
-                signal_handlers=False,
-                verbosity=0,
-            )
-
-            def resolve() -> None:
-                if self.server.listening_addresses:
-                    self.port = self.server.listening_addresses[0][1]
-                    self.ready.set()
-                else:
-                    reactor.callLater(0.05, resolve)  # type: ignore[attr-defined]
-
-            reactor.callLater(0.05, resolve)  # type: ignore[attr-defined]
-            self.server.run()
-        except BaseException as error:  # surface start-up failures in the fixture
-            self.error = error
-            self.ready.set()
-
-
-class _Server:
-    """What pytest-django's live_server offers that the browser fixtures use."""
-
-    def __init__(self, port: int) -> None:
-        self.url = f"http://127.0.0.1:{port}"
-        self._live_server_modified_settings = override_settings()
-
-
-_daphne: _Daphne | None = None
-
-
-@pytest.fixture
-def live_server(transactional_db: None) -> Iterator[_Server]:
-    """The ASGI console under daphne (one reactor per process, so one server per session)."""
-    global _daphne
-    if _daphne is None:
-        _daphne = _Daphne()
-        _daphne.start()
-        assert _daphne.ready.wait(20), "daphne did not start"
-    if _daphne.error is not None:
-        raise _daphne.error
-    yield _Server(_daphne.port)
-
-
-def _off_thread(run: Callable[[], Any]) -> Any:
-    """Run control-loop code outside Playwright's event loop (async_to_sync refuses inside it)."""
-    result: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            result["value"] = run()
-        except BaseException as error:
-            result["error"] = error
-
-    worker = threading.Thread(target=target)
-    worker.start()
-    worker.join(60)
-    if "error" in result:
-        raise result["error"]
-    return result.get("value")
 
 
 @pytest.fixture
@@ -130,7 +39,7 @@ def cycle(clock: Any, sim: Any) -> Callable[..., None]:
             backend_sync(now=clock.now(), backend=sim)
             scheduling_cycle_run(now=clock.now(), backend=sim)
 
-        _off_thread(step)
+        off_thread(step)
 
     return run
 
@@ -138,7 +47,7 @@ def cycle(clock: Any, sim: Any) -> Callable[..., None]:
 @pytest.fixture
 def service(demo: Any, alice: Any, clock: Any) -> Workload:
     """Alice's chat-api in Quota 1 (8 GPUs a replica, 1-8), created off Playwright's loop."""
-    return _off_thread(
+    return off_thread(
         lambda: service_create(
             actor=alice,
             workspace=demo.workspaces["workspace_a"],
@@ -211,9 +120,9 @@ def test_bob_submits_and_watches_jobs_go_running_in_and_not_in_quota(
 def test_service_scale_up_preempts_bobs_borrowed_job_live(
     demo, sign_in, live_server, cycle, service, submit, clock
 ) -> None:
-    own = _off_thread(lambda: submit(demo_user("bob"), "own", replicas=6))
+    own = off_thread(lambda: submit(demo_user("bob"), "own", replicas=6))
     cycle(1)
-    borrowed = _off_thread(
+    borrowed = off_thread(
         lambda: submit(demo_user("bob"), "borrowed", replicas=5, idle_policy="acceptable")
     )
     cycle(1)
@@ -230,7 +139,7 @@ def test_service_scale_up_preempts_bobs_borrowed_job_live(
     page.evaluate("window.__same_page = true")
 
     # 08:00: alice's chat-api in Quota 1 goes to 8 replicas of 8 GPUs and takes them back.
-    _off_thread(
+    off_thread(
         lambda: service_scale(service=service, replicas=8, now=clock.now(), reason="rule day")
     )
     cycle()
@@ -254,7 +163,7 @@ def test_service_scale_up_preempts_bobs_borrowed_job_live(
 
     # Night: chat-api back to 1; the job resumes from its checkpoint while the page watches.
     page.evaluate("window.__same_page = true")
-    _off_thread(
+    off_thread(
         lambda: service_scale(service=service, replicas=1, now=clock.now(), reason="rule night")
     )
     cycle()
@@ -264,7 +173,7 @@ def test_service_scale_up_preempts_bobs_borrowed_job_live(
 
 
 def test_carol_cannot_reach_bobs_job_page(demo, sign_in, live_server, submit) -> None:
-    job = _off_thread(lambda: submit(demo_user("bob"), "private"))
+    job = off_thread(lambda: submit(demo_user("bob"), "private"))
     page = sign_in("carol")
     response = page.goto(f"{live_server.url}/workspaces/workspace_b/jobs/{job.pk}/")
     assert response.status == 404
