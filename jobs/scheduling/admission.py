@@ -23,14 +23,39 @@ def demand(w: Workload, count: int) -> Vec:
     return (r.gpu * count, r.cpu * count, r.memory * count)
 
 
-def displaced(state: State, w: Workload, pool: str) -> list[int]:
-    """In-Quota usage of the children that a parent's own workload ranks ahead of."""
+def _low(state: State, quota: str, pool: str, w: Workload) -> list[int]:
+    """In-Quota usage of training submitted to `quota` that ranks after w: any training when
+    w is not preemptible, else lower priority."""
+    out = [0, 0, 0]
+    row = state.direct_cls.get((quota, pool))
+    if not row:
+        return out
+    p, pre = w.priority, w.preemptible
+    for (prio, preemptible), u in row.items():
+        if preemptible and (not pre or prio < p):
+            out[0] += u[0]
+            out[1] += u[1]
+            out[2] += u[2]
+    return out
+
+
+def behind(state: State, w: Workload, pool: str) -> list[int]:
+    """In-Quota usage of w's chain that ranks behind w, so w may take its place.
+
+    Lower-ranked training of the same quota (priority within a quota: a newcomer starts now,
+    so it ranks behind its own class and ahead of lower ones), and under a parent with
+    child_preemption, every In-Quota workload of the children when w is the parent's own.
+    With this taken out, the admission's label is the one the next classification gives.
+    """
+    tree = state.tree
     q = w.quota
-    if not state.tree.quotas[q].child_preemption or not state.tree.children[q]:
-        return [0, 0, 0]
-    sub = state.used(state.inq, q, pool)
-    own = state.used(state.direct_inq, q, pool)
-    return [sub[0] - own[0], sub[1] - own[1], sub[2] - own[2]]
+    out = _low(state, q, pool, w)
+    if tree.quotas[q].child_preemption and tree.children[q]:
+        sub = state.used(state.inq, q, pool)
+        own = state.used(state.direct_inq, q, pool)
+        for i in range(3):
+            out[i] += sub[i] - own[i]
+    return out
 
 
 def entitlement_gap(
@@ -41,7 +66,7 @@ def entitlement_gap(
         return (w.quota, 0, 0)
     add = demand(w, count)
     tree = state.tree
-    skip = displaced(state, w, pool)
+    skip = behind(state, w, pool)
     for a in tree.chain[w.quota]:
         limit = tree.mins[a].get(pool)
         used = state.used(state.inq, a, pool)
@@ -168,7 +193,7 @@ def quota_deficit(state: State, w: Workload, pool: str, count: int, borrow: bool
     best = 1 << 62
     if w.idle != "idle_only":
         tree = state.tree
-        skip = displaced(state, w, pool)[0]
+        skip = behind(state, w, pool)[0]
         ent = 0
         for a in tree.chain[w.quota]:
             limit = tree.mins[a].get(pool, ZERO)[0]

@@ -9,7 +9,7 @@ from .snapshot import Entry, State
 from .tree import QuotaTree, within
 from .types import Snapshot
 
-OrderKey = tuple[int, bool, float, float, str]
+OrderKey = tuple[bool, int, float, float, str]
 
 
 def order_key(e: Entry) -> OrderKey:
@@ -19,15 +19,17 @@ def order_key(e: Entry) -> OrderKey:
 
 
 def rank(e: Entry, now: float) -> OrderKey:
-    """Priority descending, non-preemptible first, oldest start, first submitted, then name.
+    """Non-preemptible first, priority descending, oldest start, first submitted, then name.
 
-    A workload starting this cycle starts at `now`, exactly as the next cycle will see it, so
-    the label its admission gave it does not flip one cycle later. Ties on start time (two
-    admissions of one cycle) go to the one submitted first, which was also admitted first.
+    Inference services and interactive instances run In Quota only (they are never victims),
+    so they claim their quota before any training, whatever the priorities. A workload
+    starting this cycle starts at `now`, exactly as the next cycle will see it, so the label
+    its admission gave it does not flip one cycle later. Ties on start time (two admissions
+    of one cycle) go to the one submitted first, which was also admitted first.
     """
     w = e.w
     started = w.started_at if w.started_at is not None else now
-    return (-w.priority, w.preemptible, started, w.submitted_at, w.name)
+    return (w.preemptible, -w.priority, started, w.submitted_at, w.name)
 
 
 def subtree_order(tree: QuotaTree, quota: str, direct: dict[str, list[Entry]]) -> Iterator[Entry]:

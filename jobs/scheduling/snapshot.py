@@ -110,7 +110,7 @@ class Entry:
         # cached victim-preference key; reset when the label changes
         self.key: tuple[int, bool, float, float, str] | None = None
         # classification order key (see classify.rank), set by each classification
-        self.okey: tuple[int, bool, float, float, str] | None = None
+        self.okey: tuple[bool, int, float, float, str] | None = None
 
 
 class State:
@@ -150,6 +150,9 @@ class State:
         self.inq: dict[tuple[str, str], list[int]] = {}
         self.direct_inq: dict[tuple[str, str], list[int]] = {}
         self.borrowed: dict[tuple[str, str], int] = {}
+        # direct In-Quota usage split by rank class (priority, preemptible), so admission can
+        # tell how much of it ranks behind a newcomer (see admission.behind)
+        self.direct_cls: dict[tuple[str, str], dict[tuple[int, bool], list[int]]] = {}
         self.pool_used: dict[str, list[int]] = {p: [0, 0, 0] for p in self.pools}
         self.entries: dict[str, Entry] = {}
         # running training (the only possible victims) per (submission quota, pool), and the
@@ -282,6 +285,7 @@ class State:
                 u[0] += dg
                 u[1] += dc
                 u[2] += dm
+                self._account_cls(w, pool, dg, dc, dm)
             else:
                 key = (w.quota, pool)
                 self.borrowed[key] = self.borrowed.get(key, 0) + dg
@@ -299,6 +303,7 @@ class State:
         """Apply a whole classification at once, rebuilding the In-Quota tables in one pass."""
         self.inq.clear()
         self.direct_inq.clear()
+        self.direct_cls.clear()
         self.borrowed.clear()
         self.niq_at.clear()
         self.victim_cache.clear()
@@ -332,6 +337,19 @@ class State:
                 u[0] += dg
                 u[1] += dc
                 u[2] += dm
+                self._account_cls(w, pool, dg, dc, dm)
+
+    def _account_cls(self, w: Workload, pool: str, dg: int, dc: int, dm: int) -> None:
+        """Add In-Quota usage submitted directly to w's quota to its rank-class row."""
+        row = self.direct_cls.setdefault((w.quota, pool), {})
+        cls = (w.priority, w.preemptible)
+        u = row.get(cls)
+        if u is None:
+            row[cls] = [dg, dc, dm]
+        else:
+            u[0] += dg
+            u[1] += dc
+            u[2] += dm
 
     # --- simulation: remove and restore -------------------------------------------------
 
