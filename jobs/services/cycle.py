@@ -121,7 +121,7 @@ def _admit(a: Admission, rows: dict[str, Workload], now: datetime, backend: Back
     resumed = w.status == Status.REQUEUED
     if w.status != Status.RUNNING:
         w.status, w.status_reason = Status.RUNNING, ""
-        w.started_at = w.started_at or now
+        w.started_at = now  # this attempt's start: the classification ranks by it
         w.last_progress_at = now
         w.last_checkpoint_at = now
     w.in_quota, w.pending_reason = a.in_quota, ""
