@@ -13,10 +13,12 @@ from datetime import datetime
 from typing import Any
 
 from django import forms
+from django.contrib import messages
 from django.contrib.auth.mixins import AccessMixin
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404
+from django.views.generic import FormView
 
 from console.errors import DomainError
 from console.permissions import is_platform_admin
@@ -25,7 +27,12 @@ from jobs.choices import Kind, PodStatus
 from jobs.models import Pod, Workload
 from workspaces.models import Workspace
 from workspaces.roles import SUBMIT, VIEW
-from workspaces.selectors import user_has_workspace_perm, workspace_role, workspaces_for_user
+from workspaces.selectors import (
+    usable_quotas,
+    user_has_workspace_perm,
+    workspace_role,
+    workspaces_for_user,
+)
 
 
 class WorkspacePageMixin(AccessMixin):
@@ -146,3 +153,44 @@ def refuse(form: forms.BaseForm, error: DomainError, aliases: dict[str, str] | N
     """Show a service's refusal on the field it names, or above the form."""
     field = (aliases or {}).get(error.field or "", error.field)
     form.add_error(field if field in form.fields else None, error.message)
+
+
+class SubmitView(WorkspacePageMixin, FormView):  # type: ignore[type-arg]
+    """A form that creates a workload in a quota the user's Resource Usage rules allow.
+
+    Subclasses say how to create (`create`) and where to go next (`done`); a refusal goes
+    back on the field it names.
+    """
+
+    permission = SUBMIT
+    verb = "Submitted"
+
+    def get_form_kwargs(self) -> dict[str, Any]:
+        """Only the usable quotas, with their caps."""
+        kwargs = super().get_form_kwargs()
+        kwargs["usable"] = usable_quotas(self.request.user, self.workspace)
+        return kwargs
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """The workspace tabs around the form."""
+        context = super().get_context_data(**kwargs)
+        context.update(self.workspace_context())
+        return context
+
+    def create(self, form: Any) -> Workload:
+        """Call the service that creates this kind of workload."""
+        raise NotImplementedError
+
+    def done(self, workload: Workload) -> HttpResponse:
+        """Where to go after creating."""
+        raise NotImplementedError
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        """Create through the service; a refusal goes back on the field it names."""
+        try:
+            workload = self.create(form)
+        except DomainError as error:
+            refuse(form, error, form.ALIASES)
+            return self.form_invalid(form)
+        messages.success(self.request, f"{self.verb} {workload.name}.")
+        return self.done(workload)

@@ -8,16 +8,16 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views import View
-from django.views.generic import FormView, TemplateView
+from django.views.generic import TemplateView
 
 from console.errors import DomainError
 from jobs import selectors
 from jobs.choices import Kind
 from jobs.forms import InstanceStartForm
+from jobs.models import Workload
 from jobs.services.workloads import Shape, instance_start, workload_cancel
-from jobs.views import WorkspacePageMixin, now, refuse, row
+from jobs.views import SubmitView, WorkspacePageMixin, now, row
 from workspaces.roles import SUBMIT
-from workspaces.selectors import usable_quotas
 
 
 class InstanceListView(WorkspacePageMixin, TemplateView):
@@ -38,44 +38,30 @@ class InstanceListView(WorkspacePageMixin, TemplateView):
         return context
 
 
-class InstanceStartView(WorkspacePageMixin, FormView):  # type: ignore[type-arg]
+class InstanceStartView(SubmitView):
     """Start an interactive instance with a time limit."""
 
     template_name = "jobs/instance_form.html"
     form_class = InstanceStartForm
-    permission = SUBMIT
     tab = "instances"
+    verb = "Started"
 
-    def get_form_kwargs(self) -> dict[str, Any]:
-        """Only the usable quotas."""
-        kwargs = super().get_form_kwargs()
-        kwargs["usable"] = usable_quotas(self.request.user, self.workspace)
-        return kwargs
-
-    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        """The workspace tabs around the form."""
-        context = super().get_context_data(**kwargs)
-        context.update(self.workspace_context())
-        return context
-
-    def form_valid(self, form: InstanceStartForm) -> HttpResponse:
-        """instance_start; a refusal goes back on its field."""
+    def create(self, form: InstanceStartForm) -> Workload:
+        """instance_start."""
         data = form.cleaned_data
-        try:
-            instance = instance_start(
-                actor=self.request.user,
-                workspace=self.workspace,
-                quota=data["quota"],
-                name=data["name"],
-                shape=Shape(**form.shape_values()),
-                node_pools=[data["node_pool"]],
-                max_duration=int(data["max_hours"] * 3600),
-                idle_stop_minutes=data.get("idle_stop_minutes"),
-            )
-        except DomainError as error:
-            refuse(form, error, form.ALIASES)
-            return self.form_invalid(form)
-        messages.success(self.request, f"Started {instance.name}.")
+        return instance_start(
+            actor=self.request.user,
+            workspace=self.workspace,
+            quota=data["quota"],
+            name=data["name"],
+            shape=Shape(**form.shape_values()),
+            node_pools=[data["node_pool"]],
+            max_duration=int(data["max_hours"] * 3600),
+            idle_stop_minutes=data.get("idle_stop_minutes"),
+        )
+
+    def done(self, workload: Workload) -> HttpResponse:
+        """Back to the instances list."""
         return redirect("jobs:instance_list", workspace=self.workspace.name)
 
 

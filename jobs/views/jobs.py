@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.views import View
-from django.views.generic import FormView, TemplateView
+from django.views.generic import TemplateView
 
 from console.errors import DomainError
 from console.permissions import is_platform_admin
@@ -21,16 +21,15 @@ from jobs.forms import JobSubmitForm
 from jobs.models import Workload
 from jobs.services.workloads import Shape, job_submit, workload_cancel
 from jobs.views import (
+    SubmitView,
     WorkspacePageMixin,
     current_pods,
     now,
     pod_summary,
     quota_label,
-    refuse,
     row,
 )
 from workspaces.roles import SUBMIT
-from workspaces.selectors import usable_quotas
 
 PAGE_SIZE = 50
 QUOTA_FILTERS = {"in": True, "not": False}
@@ -228,38 +227,22 @@ class JobCancelView(WorkspacePageMixin, View):
         return redirect("jobs:job_detail", workspace=self.workspace.name, pk=job.pk)
 
 
-class JobSubmitView(WorkspacePageMixin, FormView):  # type: ignore[type-arg]
+class JobSubmitView(SubmitView):
     """Submit a training job into one of the quotas the user's rules allow."""
 
     template_name = "jobs/job_submit.html"
     form_class = JobSubmitForm
-    permission = SUBMIT
     tab = "jobs"
 
-    def get_form_kwargs(self) -> dict[str, Any]:
-        """Only the usable quotas, with their caps."""
-        kwargs = super().get_form_kwargs()
-        kwargs["usable"] = usable_quotas(self.request.user, self.workspace)
-        return kwargs
+    def create(self, form: JobSubmitForm) -> Workload:
+        """job_submit."""
+        return job_submit(
+            actor=self.request.user,
+            workspace=self.workspace,
+            shape=Shape(**form.shape_values()),
+            **form.job_values(),
+        )
 
-    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        """The workspace tabs around the form."""
-        context = super().get_context_data(**kwargs)
-        context.update(self.workspace_context())
-        return context
-
-    def form_valid(self, form: JobSubmitForm) -> HttpResponse:
-        """Submit through the service; a refusal goes back on the field it names."""
-        values = form.job_values()
-        try:
-            job = job_submit(
-                actor=self.request.user,
-                workspace=self.workspace,
-                shape=Shape(**form.shape_values()),
-                **values,
-            )
-        except DomainError as error:
-            refuse(form, error, form.ALIASES)
-            return self.form_invalid(form)
-        messages.success(self.request, f"Submitted {job.name}.")
+    def done(self, workload: Workload) -> HttpResponse:
+        """Back to the jobs list."""
         return redirect("jobs:job_list", workspace=self.workspace.name)

@@ -25,9 +25,8 @@ from jobs.services.scaling import (
     service_scale,
 )
 from jobs.services.workloads import Shape, service_create
-from jobs.views import WorkspacePageMixin, now, refuse, row
+from jobs.views import SubmitView, WorkspacePageMixin, now, refuse, row
 from workspaces.roles import SUBMIT
-from workspaces.selectors import usable_quotas
 
 
 def _service(view: WorkspacePageMixin, pk: int) -> Workload:
@@ -89,45 +88,31 @@ class ServiceDetailView(WorkspacePageMixin, TemplateView):
         return context
 
 
-class ServiceCreateView(WorkspacePageMixin, FormView):  # type: ignore[type-arg]
+class ServiceCreateView(SubmitView):
     """New inference service in a quota the user's rules allow."""
 
     template_name = "jobs/service_form.html"
     form_class = ServiceCreateForm
-    permission = SUBMIT
     tab = "services"
+    verb = "Created"
 
-    def get_form_kwargs(self) -> dict[str, Any]:
-        """Only the usable quotas."""
-        kwargs = super().get_form_kwargs()
-        kwargs["usable"] = usable_quotas(self.request.user, self.workspace)
-        return kwargs
-
-    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        """The workspace tabs around the form."""
-        context = super().get_context_data(**kwargs)
-        context.update(self.workspace_context())
-        return context
-
-    def form_valid(self, form: ServiceCreateForm) -> HttpResponse:
-        """Create through the service."""
+    def create(self, form: ServiceCreateForm) -> Workload:
+        """service_create."""
         data = form.cleaned_data
-        try:
-            service = service_create(
-                actor=self.request.user,
-                workspace=self.workspace,
-                quota=data["quota"],
-                name=data["name"],
-                shape=Shape(**form.shape_values()),
-                node_pools=[data["node_pool"]],
-                min_replicas=data["min_replicas"],
-                max_replicas=data["max_replicas"],
-            )
-        except DomainError as error:
-            refuse(form, error, form.ALIASES)
-            return self.form_invalid(form)
-        messages.success(self.request, f"Created {service.name}.")
-        return redirect("jobs:service_detail", workspace=self.workspace.name, pk=service.pk)
+        return service_create(
+            actor=self.request.user,
+            workspace=self.workspace,
+            quota=data["quota"],
+            name=data["name"],
+            shape=Shape(**form.shape_values()),
+            node_pools=[data["node_pool"]],
+            min_replicas=data["min_replicas"],
+            max_replicas=data["max_replicas"],
+        )
+
+    def done(self, workload: Workload) -> HttpResponse:
+        """To the new service's page."""
+        return redirect("jobs:service_detail", workspace=self.workspace.name, pk=workload.pk)
 
 
 class _ServiceAction(WorkspacePageMixin, View):
