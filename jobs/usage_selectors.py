@@ -225,3 +225,59 @@ def node_grid(*, node_pool_id: int | None = None) -> NodeGrid:
             GridNode(pk=pk, name=name, pool=pool, schedulable=schedulable, cells=cells, used=used)
         )
     return NodeGrid(nodes=nodes, counts=counts, fragmented_nodes=fragmented, cordoned=cordoned)
+
+
+def quota_usage_series(
+    *,
+    quota_id: int,
+    name: str,
+    subtree_ids: list[int],
+    window: timedelta = WINDOW,
+    bucket: timedelta = BUCKET,
+) -> UsageSeries:
+    """One quota's allocation over the dashboard's window and buckets (2 queries).
+
+    A workload counts against its quota and every ancestor, so the series adds up the
+    samples of the whole subtree: each quota's bucket mean (as usage_series takes it), summed.
+    """
+    end = UsageSample.objects.aggregate(end=Max("at"))["end"]
+    if end is None:
+        return UsageSeries(start=None, end=None, bucket=bucket, quotas=[])
+    start = end - window
+    rows = (
+        UsageSample.objects.filter(quota_id__in=subtree_ids, at__gt=start, at__lte=end)
+        .order_by("at")
+        .values_list("quota_id", "at", "gpu_in_quota", "gpu_borrowed", "gpu_pending", "preemptions")
+    )
+    # (quota, bucket start) → [n, in_quota, borrowed, pending, preemptions], as usage_series
+    sums: dict[tuple[int, datetime], list[int]] = {}
+    for member, at, in_quota, borrowed, pending, preempted in rows.iterator(chunk_size=5000):
+        key = (member, _floor(at - timedelta(microseconds=1), start, bucket) + bucket)
+        acc = sums.get(key)
+        if acc is None:
+            sums[key] = [1, in_quota, borrowed, pending, preempted]
+        else:
+            acc[0] += 1
+            acc[1] += in_quota
+            acc[2] += borrowed
+            acc[3] += pending
+            acc[4] += preempted
+    # bucket → [in_quota, borrowed, pending] in mean milli-GPU, preemptions
+    totals: dict[datetime, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    for (_, at), (n, in_quota, borrowed, pending, preempted) in sums.items():
+        total = totals[at]
+        total[0] += in_quota / n
+        total[1] += borrowed / n
+        total[2] += pending / n
+        total[3] += preempted
+    keys = sorted(totals)
+    series = QuotaSeries(
+        quota_id=quota_id,
+        name=name,
+        at=keys,
+        in_quota=[round(totals[k][0] / MILLI, 3) for k in keys],
+        borrowed=[round(totals[k][1] / MILLI, 3) for k in keys],
+        pending=[round(totals[k][2] / MILLI, 3) for k in keys],
+        preemptions=[int(totals[k][3]) for k in keys],
+    )
+    return UsageSeries(start=start, end=end, bucket=bucket, quotas=[series])

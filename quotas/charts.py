@@ -210,3 +210,69 @@ def dashboard_figures(series: UsageSeries, allocation: Allocation) -> dict[str, 
         "preemptions": preemptions_figure(series),
     }
     return {key: figure.to_plotly_json() for key, figure in figures.items()}
+
+
+def quota_allocation_figure(series: UsageSeries, *, guaranteed: int | None = None) -> go.Figure:
+    """One quota's GPUs over time: In Quota below, borrowed stacked above, its min as a line.
+
+    `series` holds the one quota (jobs.usage_selectors.quota_usage_series); `guaranteed` is
+    its min in milli-GPU over its node pools.
+    """
+    solid, light = _colours(0)
+    traces = []
+    for quota in series.quotas:
+        at = [plot_time(t) for t in quota.at]
+        for field, label in (("in_quota", "In Quota"), ("borrowed", "borrowed")):
+            borrowed = field == "borrowed"
+            traces.append(
+                go.Scatter(
+                    x=at,
+                    y=getattr(quota, field),
+                    name=label,
+                    stackgroup="gpus",
+                    mode="lines",
+                    line={"width": 0.6, "color": solid},
+                    fillcolor=light if borrowed else solid,
+                    fillpattern={"shape": "/", "fgcolor": solid, "size": 6, "solidity": 0.25}
+                    if borrowed
+                    else None,
+                    hovertemplate="%{y:.1f} GPUs",
+                    meta={"quota": quota.quota_id, "field": field},
+                )
+            )
+    name = series.quotas[0].name if series.quotas else "Quota"
+    layout = _time_layout(series, title=f"{name}: GPU allocation, last 24 hours", y_title="GPUs")
+    if guaranteed:
+        gpus = guaranteed / MILLI
+        layout["shapes"] = [
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "y0": gpus,
+                "y1": gpus,
+                "line": {"color": "#067647", "width": 1.5, "dash": "dash"},
+            }
+        ]
+        layout["annotations"] = [
+            {
+                "xref": "paper",
+                "x": 1,
+                "y": gpus,
+                "xanchor": "right",
+                "yanchor": "bottom",
+                "text": f"guaranteed {gpus:g}",
+                "showarrow": False,
+                "font": {"color": "#067647", "size": 11},
+            }
+        ]
+    return go.Figure(data=traces, layout=layout)
+
+
+def quota_figures(series: UsageSeries, *, guaranteed: int | None = None) -> dict[str, Any]:
+    """The quota Monitoring tab's figures as JSON-ready dicts, keyed by element."""
+    return {
+        "allocation": quota_allocation_figure(series, guaranteed=guaranteed).to_plotly_json(),
+        "pending": pending_figure(series).to_plotly_json(),
+    }

@@ -284,6 +284,16 @@ class RebalanceForm(forms.Form):
             **{r: data[r] for r in RESOURCES},
         }
 
+    def change_line(self) -> str:
+        """The move as people read it, e.g. "8 GPUs on A100-80G from Quota 1.2 to Quota 1.1"."""
+        data = self.cleaned_data
+        units = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "GiB memory"}
+        amounts = [f"{to_display(r, data[r])} {units[r]}" for r in RESOURCES if data.get(r)]
+        return (
+            f"{' and '.join(amounts)} guaranteed on {data['node_pool'].name} "
+            f"from {self.source.name} to {data['target'].name}"
+        )
+
     def add_service_error(self, err: DomainError) -> None:
         """Show a refused rebalance on the amount or quota it concerns."""
         field = err.field

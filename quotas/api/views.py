@@ -23,9 +23,9 @@ from console.errors import DomainError
 from console.permissions import is_platform_admin
 from jobs import clock
 from quotas.api import serializers as s
-from quotas.api.queries import quotas_with_usage, scale_preview
+from quotas.api.queries import quotas_with_usage
 from quotas.models import Node, NodePool, Quota, QuotaAudit, ResourcePool
-from quotas.selectors import quota_amounts
+from quotas.selectors import quota_amounts, quota_scale_preview
 from quotas.services.nodes import (
     node_create,
     node_pool_create,
@@ -266,7 +266,7 @@ class QuotaViewSet(ClusterViewSet):
         data = s.ScaleSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         resources = s.merged_amounts(quota_amounts(quota), data.validated_data["resources"])
-        result = scale_preview(
+        result = quota_scale_preview(
             actor=request.user, quota=quota, resources=resources, now=clock.now()
         )
         return Response(s.ScalePreviewSerializer(result).data)

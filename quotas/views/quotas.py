@@ -1,7 +1,9 @@
-"""Resource Quota pages for platform admins: the tree, add, scale, rebalance, toggle, delete.
+"""Resource Quota pages for platform admins: the tree, add, scale, rebalance, toggle, delete,
+and a quota's tabs (Overview, Nodes, Jobs, Monitoring).
 
 Views parse a form, call one service and show its DomainError on the form; services are
-atomic, so a refused change writes nothing.
+atomic, so a refused change writes nothing. Scale and Rebalance preview the running jobs a
+lower min would push out of quota, and apply only once the admin confirms.
 """
 
 from __future__ import annotations
@@ -10,14 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views import View
 from django.views.generic import FormView, TemplateView
 
 from console.errors import DomainError
 from console.permissions import PlatformAdminRequiredMixin
+from jobs import clock
+from jobs.usage_selectors import BUCKET, quota_usage_series
 from quotas import selectors
+from quotas.charts import quota_figures
 from quotas.forms import ChildPreemptionForm, QuotaForm, RebalanceForm, ScaleForm
 from quotas.models import Quota
 from quotas.services.quotas import (
@@ -64,15 +69,90 @@ class QuotaMixin(PlatformAdminRequiredMixin):
         return self._quota
 
 
-class QuotaOverviewView(QuotaMixin, TemplateView):
-    """A quota: its amounts, child-level preemption, children, workspaces and audit log."""
+class QuotaTabMixin(QuotaMixin):
+    """One tab of a quota's page: the header with its actions and the tab bar."""
+
+    tab = "overview"
+
+    def tab_context(self) -> dict[str, Any]:
+        """The quota, the active tab, and whether Rebalance has a sibling to move to."""
+        return {
+            "quota": self.quota,
+            "tab": self.tab,
+            "has_sibling": selectors.quota_has_sibling(self.quota),
+        }
+
+
+class QuotaOverviewView(QuotaTabMixin, TemplateView):
+    """A quota: its amounts and usage, child-level preemption, children, workspaces, audit."""
 
     template_name = "quotas/overview.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        """The quota's overview."""
+        """The quota's overview (a fixed number of queries)."""
         context = super().get_context_data(**kwargs)
-        context["overview"] = selectors.quota_overview(self.quota.pk)
+        overview = selectors.quota_overview(self.quota.pk)
+        context["overview"] = overview
+        context["quota"] = overview.quota
+        context["tab"] = self.tab
+        context["has_sibling"] = overview.has_sibling
+        subtree = selectors.quota_subtree_ids(overview.quota)
+        context["usage"] = selectors.quota_pool_usage(overview.quota, subtree)
+        context["has_descendants"] = len(subtree) > 1
+        return context
+
+
+class QuotaNodesView(QuotaTabMixin, TemplateView):
+    """The nodes of the quota's node pools and what its workloads hold on each."""
+
+    template_name = "quotas/nodes.html"
+    tab = "nodes"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """Every node of the quota's pools (a fixed number of queries)."""
+        context = super().get_context_data(**kwargs)
+        context.update(self.tab_context())
+        context["holdings"] = selectors.quota_nodes(
+            self.quota, selectors.quota_subtree_ids(self.quota)
+        )
+        return context
+
+
+class QuotaJobsView(QuotaTabMixin, TemplateView):
+    """Running and pending workloads of the quota and its descendants, paged."""
+
+    template_name = "quotas/jobs.html"
+    tab = "jobs"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """One page of jobs (a fixed number of queries)."""
+        context = super().get_context_data(**kwargs)
+        context.update(self.tab_context())
+        subtree = selectors.quota_subtree_ids(self.quota)
+        context["jobs"] = selectors.quota_jobs(subtree, page=self.request.GET.get("page"))
+        context["has_descendants"] = len(subtree) > 1
+        return context
+
+
+class QuotaMonitoringView(QuotaTabMixin, TemplateView):
+    """The quota's allocation over the last 24 hours: In Quota vs borrowed, and pending."""
+
+    template_name = "quotas/monitoring.html"
+    tab = "monitoring"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """The quota's figures (a fixed number of queries whatever the samples)."""
+        context = super().get_context_data(**kwargs)
+        context.update(self.tab_context())
+        subtree = selectors.quota_subtree_ids(self.quota)
+        series = quota_usage_series(
+            quota_id=self.quota.pk, name=self.quota.name, subtree_ids=subtree
+        )
+        guaranteed = sum(a.min_gpu for a in selectors.quota_amounts(self.quota).values())
+        context["series"] = series
+        context["figures"] = quota_figures(series, guaranteed=guaranteed)
+        context["bucket_minutes"] = int(BUCKET.total_seconds() // 60)
+        context["has_descendants"] = len(subtree) > 1
         return context
 
 
@@ -147,19 +227,72 @@ class QuotaScaleView(QuotaMixin, ScaleFormView):
         return context
 
     def form_valid(self, form: ScaleForm) -> HttpResponse:
-        """Scale the quota, or show why not."""
+        """Preview the jobs a lower min would push out of quota; scale once confirmed."""
+        if "back" in self.request.POST:
+            return self.render_to_response(self.get_context_data(form=form))
+        resources = form.resources()
+        version = form.cleaned_data["version"]
+        if "confirm" not in self.request.POST:
+            try:
+                preview = selectors.quota_scale_preview(
+                    actor=self.request.user,
+                    quota=self.quota,
+                    resources=resources,
+                    expected_version=version,
+                    now=clock.now(),
+                )
+            except DomainError as err:
+                form.add_service_error(err)
+                return self.form_invalid(form)
+            if preview.not_in_quota:
+                changes = selectors.amount_changes(
+                    form.node_pools, selectors.quota_amounts(self.quota), resources
+                )
+                return _preview_page(self.request, self.quota, form, preview, changes, "Scale")
         try:
             quota_scale(
                 actor=self.request.user,
                 quota=self.quota,
-                resources=form.resources(),
-                expected_version=form.cleaned_data["version"],
+                resources=resources,
+                expected_version=version,
             )
         except DomainError as err:
             form.add_service_error(err)
             return self.form_invalid(form)
-        messages.success(self.request, f"Scaled quota {self.quota.name}.")
+        messages.success(self.request, f"Scaled quota {self.quota.name}. {_affected(self.request)}")
         return redirect("quotas:list")
+
+
+def _affected(request: HttpRequest) -> str:
+    """What a change did to running jobs, for the message after it."""
+    count = int(request.POST.get("affected") or 0) if "confirm" in request.POST else 0
+    if not count:
+        return "No running job is affected."
+    jobs = "job becomes" if count == 1 else "jobs become"
+    return f"{count} running {jobs} Not in Quota (preemptible)."
+
+
+def _preview_page(
+    request: HttpRequest,
+    quota: Quota,
+    form: Any,
+    preview: selectors.ScalePreview,
+    changes: list[str],
+    action: str,
+) -> HttpResponse:
+    """The step between the form and the change: which running jobs would lose their label."""
+    return render(
+        request,
+        "quotas/preview.html",
+        {
+            "quota": quota,
+            "form": form,
+            "preview": preview,
+            "changes": changes,
+            "action": action,
+            "title": f"{action} {quota.name}",
+        },
+    )
 
 
 class QuotaRebalanceView(QuotaMixin, RebalanceFormView):
@@ -182,13 +315,30 @@ class QuotaRebalanceView(QuotaMixin, RebalanceFormView):
         return context
 
     def form_valid(self, form: RebalanceForm) -> HttpResponse:
-        """Move the amounts, or show why not."""
+        """Preview the jobs the source would push out of quota; move once confirmed."""
+        if "back" in self.request.POST:
+            return self.render_to_response(self.get_context_data(form=form))
+        kwargs = form.service_kwargs()
+        if "confirm" not in self.request.POST:
+            try:
+                preview = selectors.quota_rebalance_preview(
+                    actor=self.request.user, now=clock.now(), **kwargs
+                )
+            except DomainError as err:
+                form.add_service_error(err)
+                return self.form_invalid(form)
+            if preview.not_in_quota:
+                changes = [form.change_line()]
+                return _preview_page(self.request, self.quota, form, preview, changes, "Rebalance")
         try:
-            source, target = quota_rebalance(actor=self.request.user, **form.service_kwargs())
+            source, target = quota_rebalance(actor=self.request.user, **kwargs)
         except DomainError as err:
             form.add_service_error(err)
             return self.form_invalid(form)
-        messages.success(self.request, f"Moved guaranteed resources from {source} to {target}.")
+        messages.success(
+            self.request,
+            f"Moved guaranteed resources from {source} to {target}. {_affected(self.request)}",
+        )
         return redirect("quotas:list")
 
 
