@@ -21,8 +21,13 @@ def order_key(e: Entry) -> OrderKey:
 def rank(e: Entry, now: float) -> OrderKey:
     """Non-preemptible first, priority descending, oldest start, first submitted, then name.
 
-    Inference services and interactive instances run In Quota only (they are never victims),
-    so they claim their quota before any training, whatever the priorities. A workload
+    DESIGN lists priority before "not-preemptible first", but its other rule binds harder:
+    inference services and interactive instances never borrow and are never victims, so
+    they run In Quota only. Ranked by priority first, a low-priority service sharing a quota
+    with higher-priority training would be labelled Not in Quota — a label that no eviction
+    could act on and that contradicts "In Quota only" — so non-preemptible workloads claim
+    their quota before any training, whatever the priorities (see
+    test_a_low_priority_service_stays_in_quota_ahead_of_high_priority_training). A workload
     starting this cycle starts at `now`, exactly as the next cycle will see it, so the label
     its admission gave it does not flip one cycle later. Ties on start time (two admissions
     of one cycle) go to the one submitted first, which was also admitted first.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .admission import (
     Shares,
@@ -19,7 +19,7 @@ from .admission import (
 from .classify import classify_entries
 from .placement import Choice, explain_no_fit, place_replicas
 from .preemption import KINDS, Attempt, search
-from .queueing import queue_order
+from .queueing import queue_order, rank_order
 from .snapshot import State
 from .tree import fmt_gpu
 from .types import (
@@ -31,6 +31,8 @@ from .types import (
     Snapshot,
     Workload,
 )
+
+MAX_ROUNDS = 4  # admission rounds per cycle; later rounds only retry victims and displaced
 
 
 @dataclass
@@ -56,6 +58,13 @@ class Cycle:
     failures: dict[tuple[object, ...], list[tuple[int, int, int]]] = field(default_factory=dict)
     epoch: int = 0
     enforce_shares: bool = True
+    # new placements per workload, and the outcome of every workload still waiting
+    new: dict[str, list[Placement]] = field(default_factory=dict)
+    waiting: dict[str, Outcome] = field(default_factory=dict)
+    # victims of this round (they wait again, and are retried), and admissions of this
+    # cycle withdrawn because a workload ranking ahead of them needed their place
+    evicted: list[Workload] = field(default_factory=list)
+    displaced: list[Workload] = field(default_factory=list)
 
     def shares_for(self, quota: str, pool: str) -> tuple[Shares, dict[str, float]]:
         """Fair shares of the quota's scope in a pool, computed once per cycle."""
@@ -139,12 +148,30 @@ class Cycle:
                 if victims:
                     self.epoch += 1
                 for v in victims:
+                    if v.w.name in state.fresh:
+                        self._displace(v.w, w)
+                        continue
+                    # A preemptor that evicted someone keeps its place for the rest of the
+                    # cycle: its victims must never have been evicted for nothing.
+                    state.shielded.add(w.name)
+                    self.evicted.append(v.w)
                     self.preempted.append(
                         Preemption(v.w.name, w.name, kind.reason, state.work_lost(v))
                     )
                 return Outcome(placed, label)
         failed.append(req)
         return Outcome(reason=_first(reasons), fair_blocked=fair_blocked)
+
+    def _displace(self, v: Workload, by: Workload) -> None:
+        """Withdraw the admission of v, started this cycle, whose place `by` takes.
+
+        The next cycle would evict v for `by` by the very same rules; doing it now costs no
+        work and no eviction, and v is retried in the next round of this cycle.
+        """
+        self.state.fresh.discard(v.name)
+        self.new.pop(v.name, None)
+        self.displaced.append(v)
+        self.waiting[v.name] = Outcome(reason=f"{by.name} took its place in this cycle")
 
     def _quota_reason(self, w: Workload, pool: str, count: int, gap: tuple[str, int, int]) -> str:
         """A sentence for a workload that cannot run In Quota in a pool."""
@@ -184,31 +211,24 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
                 per = cycle.pending_borrow.setdefault(key, {})
                 missing = w.replicas - len(w.running)
                 per[w.quota] = per.get(w.quota, 0) + w.request.gpu * missing
-    # 4-6. Admit, place and preempt, one workload at a time in queue order.
-    new: dict[str, list[Placement]] = {}
-    waiting: dict[str, Outcome] = {}
-    retry: list[Workload] = []
-    # First everything that can run In Quota, then borrowers on what nobody uses.
-    for w in queue:
-        out = _admit(cycle, w, new, False)
-        if out is not None:
-            waiting[w.name] = out
-    for w in queue:
-        first = waiting.get(w.name)
-        if first is None or not may_borrow(w):
-            continue
-        out = _admit(cycle, w, new, True)
-        if out is None:
-            del waiting[w.name]
-            continue
-        if out.fair_blocked:
-            retry.append(w)
-        waiting[w.name] = _merge(first, out)
-    # Fair shares only order the borrowers; idle left over goes to whoever still fits.
-    cycle.enforce_shares = False
-    for w in retry:
-        if _admit(cycle, w, new, True) is None:
-            del waiting[w.name]
+    # 4-6. Admit, place and preempt, one workload at a time in queue order, in rounds: a
+    # round's victims and displaced admissions are retried in the next one, so what is left
+    # waiting at the end would wait in the next cycle too.
+    todo = queue
+    victims: dict[str, Workload] = {}  # victims as pending again: they restart from scratch
+    for _ in range(MAX_ROUNDS):
+        cycle.evicted.clear()
+        cycle.displaced.clear()
+        _round(cycle, todo)
+        if not cycle.evicted and not cycle.displaced:
+            break
+        for v in cycle.evicted:
+            victims[v.name] = replace(v, running=(), started_at=None, last_checkpoint_at=None)
+        again = [w for w in queue if w.name in cycle.waiting]
+        again.extend(v for v in victims.values() if v.name not in state.entries)
+        todo = queue_order(state.tree, again)
+    new = cycle.new
+    waiting = cycle.waiting
     # 7. Result: relabel the final running set and explain every workload left waiting.
     classification = classify_entries(state)
     admitted = tuple(
@@ -237,6 +257,36 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
     return CycleResult(admitted, tuple(cycle.preempted), classification, tuple(pending), stats)
 
 
+def _round(cycle: Cycle, todo: list[Workload]) -> None:
+    """One pass of admissions: everything In Quota first, then borrowers on idle capacity."""
+    waiting = cycle.waiting
+    retry: list[Workload] = []
+    cycle.enforce_shares = True
+    state = cycle.state
+    for w in rank_order(state.tree, todo, state.now):
+        out = _admit(cycle, w, False)
+        if out is None:
+            waiting.pop(w.name, None)
+        else:
+            waiting[w.name] = out
+    for w in todo:
+        first = waiting.get(w.name)
+        if first is None or not may_borrow(w):
+            continue
+        out = _admit(cycle, w, True)
+        if out is None:
+            waiting.pop(w.name, None)
+            continue
+        if out.fair_blocked:
+            retry.append(w)
+        waiting[w.name] = _merge(first, out)
+    # Fair shares only order the borrowers; idle left over goes to whoever still fits.
+    cycle.enforce_shares = False
+    for w in retry:
+        if w.name in waiting and _admit(cycle, w, True) is None:
+            waiting.pop(w.name, None)
+
+
 def _merge(first: Outcome, second: Outcome) -> Outcome:
     """The In-Quota and the borrowing outcome of one workload, the telling reason first."""
     if second.fair_blocked or not first.reason:
@@ -244,9 +294,7 @@ def _merge(first: Outcome, second: Outcome) -> Outcome:
     return first
 
 
-def _admit(
-    cycle: Cycle, w: Workload, new: dict[str, list[Placement]], borrow: bool
-) -> Outcome | None:
+def _admit(cycle: Cycle, w: Workload, borrow: bool) -> Outcome | None:
     """Admit what fits of w; None when it is fully running, else the failed outcome."""
     state = cycle.state
     e = state.entries.get(w.name)
@@ -258,13 +306,13 @@ def _admit(
         out = cycle.attempt(w, missing, borrow)
         if out.placed is None:
             return out
-        _record(state, w, out.placed, new)
+        _record(state, w, out.placed, cycle.new)
         return None
     for _ in range(missing):
         out = cycle.attempt(w, 1, borrow)
         if out.placed is None:
             return out
-        _record(state, w, out.placed, new)
+        _record(state, w, out.placed, cycle.new)
     return None
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
+from .classify import rank, subtree_order
+from .snapshot import Entry
 from .tree import QuotaTree
 from .types import Workload
 
@@ -42,3 +44,24 @@ def queue_order(tree: QuotaTree, workloads: Iterable[Workload]) -> list[Workload
         ordered.append(q)
     # heapq.merge compares heads only, so a FIFO queue keeps its own order.
     return list(heapq.merge(*ordered, key=priority_key))
+
+
+def rank_order(tree: QuotaTree, queue: list[Workload], now: float) -> list[Workload]:
+    """The queue re-ordered as the classification will rank the admissions.
+
+    In-Quota admissions are taken in this order, so an admission never takes the In-Quota
+    room of a workload that ranks ahead of it (a parent's own workloads under child
+    preemption, non-preemptible ones, higher priority); that one would claim the room in the
+    next cycle and flip the label, or evict. This holds in FIFO quotas too: a low-priority
+    job admitted first would be evicted by the higher-priority one in the next cycle (priority
+    preemption), so FIFO orders the borrowers and the waiting list only.
+    """
+    direct: dict[str, list[Entry]] = {}
+    for w in queue:
+        e = Entry(w, [], False)
+        e.okey = rank(e, now)
+        direct.setdefault(w.quota, []).append(e)
+    for own in direct.values():
+        own.sort(key=lambda e: e.okey or ())
+    streams = [[e.w for e in subtree_order(tree, r, direct)] for r in tree.roots()]
+    return list(heapq.merge(*streams, key=priority_key))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 from .tree import QuotaTree, Vec, vec
 from .types import MILLI, Placement, ScenarioError, Snapshot, Workload
 
@@ -163,8 +165,10 @@ class State:
         self.victim_cache: dict[tuple[str, str, bool], list[Entry]] = {}
         self.bound_cache: dict[tuple[str, str, int], int] = {}
         self.generation = 0
-        # workloads started this cycle: never victims in the same cycle
+        # workloads started this cycle; a victim among them is displaced (its admission is
+        # withdrawn and it waits again), unless it already evicted someone (shielded)
         self.fresh: set[str] = set()
+        self.shielded: set[str] = set()
         self.workloads: dict[str, Workload] = {}
         for w in snap.workloads:
             if w.name in self.workloads:
@@ -375,6 +379,7 @@ class State:
     def add_replica(self, w: Workload, node: str, devices: tuple[int, ...], in_quota: bool) -> None:
         """Place one new replica of w (creating its entry when it was pending)."""
         e = self.entries.get(w.name)
+        created = e is None
         if e is None:
             e = Entry(w, [], in_quota)
             self.entries[w.name] = e
@@ -386,6 +391,30 @@ class State:
         e.pool_counts[ns.pool] = e.pool_counts.get(ns.pool, 0) + 1
         self._account(e, 1)
         self.generation += 1
+        if created and w.kind == "training":
+            self._join_groups(e, ns.pool)
+
+    def _join_groups(self, e: Entry, pool: str) -> None:
+        """A training entry started this cycle becomes a candidate victim of the sorted groups
+        and the priority bounds already built (they were built from the running set)."""
+        w = e.w
+        for niq in (False, True):
+            group = self.victim_cache.get((w.quota, pool, niq))
+            if group is not None and (not niq or not e.in_quota):
+                bisect.insort(group, e, key=self.victim_key)
+        # an upper bound: the gang may still grow to all of its replicas in this pool
+        g = e.req[0] * w.replicas
+        for key in self.bound_cache:
+            if key[0] == w.quota and key[1] == pool and key[2] > w.priority:
+                self.bound_cache[key] += g
+
+    def victim_key(self, e: Entry) -> tuple[int, bool, float, float, str]:
+        """Lowest priority first, Not in Quota first, least work lost, newest."""
+        if e.key is None:
+            w = e.w
+            started = w.started_at if w.started_at is not None else w.submitted_at
+            e.key = (w.priority, e.in_quota, self.work_lost(e), -started, w.name)
+        return e.key
 
     def drop_new_replicas(self, w: Workload, keep: int) -> None:
         """Undo replicas placed this cycle beyond index keep (a gang that did not fit)."""

@@ -350,13 +350,21 @@ def _fields(w: object) -> dict[str, object]:
 
 def test_placement_aware_reclaim_frees_one_node_not_scattered_gpus() -> None:
     result = _run(scattered_free)
-    (adm,) = result.admitted
-    assert adm.workload == "entitled" and adm.in_quota
+    by_name = {a.workload: a for a in result.admitted}
+    adm = by_name.pop("entitled")
+    assert adm.in_quota
     victims = {p.workload for p in result.preempted}
     assert len(victims) == 3
     assert len({v.split("-")[1] for v in victims}) == 1
     assert adm.placements[0].node == f"n{next(iter(victims)).split('-')[1][1:]}"
     assert all(p.reason == "reclaim" for p in result.preempted)
+    # The victims are retried in the same cycle: they restart on the 2 GPUs left on each
+    # of the other nodes instead of waiting a cycle for them.
+    assert set(by_name) == victims
+    assert {a.placements[0].node for a in by_name.values()} == {"n1", "n2", "n3", "n4"} - {
+        adm.placements[0].node
+    }
+    assert not any(a.in_quota for a in by_name.values())
 
 
 def test_half_gpu_requests_land_on_the_same_device() -> None:
@@ -427,7 +435,8 @@ def test_fifo_queue_ignores_priority_within_the_quota() -> None:
         nodes(1),
         [quota("q1").min(gpu=8).fifo()],
         [
-            workload("old").gpus(8).priority(1).submitted(1),
+            # a service: priority preemption never evicts it, so only the queue order decides
+            workload("old").inference().gpus(8).priority(1).submitted(1),
             workload("new").gpus(8).priority(9).submitted(2),
         ],
     )

@@ -62,11 +62,7 @@ class PreemptionKind(Protocol):
 
 def victim_key(state: State, e: Entry) -> VictimKey:
     """Lowest priority first, Not in Quota first, least work lost, newest."""
-    if e.key is None:
-        w = e.w
-        started = w.started_at if w.started_at is not None else w.submitted_at
-        e.key = (w.priority, e.in_quota, state.work_lost(e), -started, w.name)
-    return e.key
+    return state.victim_key(e)
 
 
 def sorted_group(state: State, quota: str, pool: str, niq_only: bool) -> list[Entry]:
@@ -85,13 +81,13 @@ def stream(kind: PreemptionKind, a: Attempt) -> Iterator[Entry]:
     state = a.state
     groups = [sorted_group(state, q, a.pool, niq) for q, niq in kind.candidates(a)]
     me = a.w.name
-    fresh = state.fresh
+    shielded = state.shielded
     entries = state.entries
     for e in heapq.merge(*groups, key=lambda e: victim_key(state, e)):
         name = e.w.name
         if a.below is not None and e.w.priority >= a.below:
             return  # sorted by priority: nothing further qualifies
-        if name == me or name in fresh or entries.get(name) is not e:
+        if name == me or name in shielded or entries.get(name) is not e:
             continue
         yield e
 
