@@ -32,3 +32,8 @@ def milli_to_gpus(milli: int | None) -> str:
     value = Decimal(milli) / MILLI
     text = format(value.normalize(), "f")
     return text
+
+
+def called(name: str) -> str:
+    """How a message names a quota: "Quota team-a", but "Quota 1", not "Quota Quota 1"."""
+    return name if name.lower().startswith("quota") else f"Quota {name}"

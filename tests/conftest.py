@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
+from hypothesis import settings
 
 from console.demo import Demo, seed_demo
+
+# CI explores the same examples on every run, so a red run means the change broke something;
+# locally hypothesis keeps exploring new ones.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .snapshot import State
-from .tree import Vec, fmt_gpu, within
+from .tree import Vec, fmt_gpu, quota_label, within
 from .types import Workload
 
 ZERO = (0, 0, 0)
@@ -182,7 +182,7 @@ def describe_quota_block(
     if w.idle == "idle_only":
         return f"job {w.name} runs on idle capacity only"
     return (
-        f"Quota {quota} has {fmt_gpu(free)} of {fmt_gpu(minimum)} GPUs free in pool {pool} "
+        f"{quota_label(quota)} has {fmt_gpu(free)} of {fmt_gpu(minimum)} GPUs free in pool {pool} "
         f"(the job needs {fmt_gpu(need)})"
     )
 

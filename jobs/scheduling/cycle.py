@@ -21,7 +21,7 @@ from .placement import Choice, explain_no_fit, place_replicas
 from .preemption import KINDS, Attempt, search
 from .queueing import queue_order, rank_order
 from .snapshot import State
-from .tree import fmt_gpu
+from .tree import fmt_gpu, quota_label
 from .types import (
     Admission,
     CycleResult,
@@ -98,7 +98,7 @@ class Cycle:
                 mgap = max_gap(state, w, pool, count)
                 if mgap is not None:
                     reasons.append(
-                        f"Quota {mgap[0]} would go over its max of {fmt_gpu(mgap[1])} GPUs "
+                        f"{quota_label(mgap[0])} would go over its max of {fmt_gpu(mgap[1])} GPUs "
                         f"in pool {pool}"
                     )
                     continue
@@ -119,7 +119,7 @@ class Cycle:
                         fair_blocked = True
                         reasons.insert(
                             0,
-                            f"Quota {w.quota} has borrowed its fair share of idle "
+                            f"{quota_label(w.quota)} has borrowed its fair share of idle "
                             f"GPUs in pool {pool}",
                         )
                         continue

@@ -21,6 +21,11 @@ def fmt_gpu(milli: int) -> str:
     return f"{milli / MILLI:.3f}".rstrip("0").rstrip(".")
 
 
+def quota_label(name: str) -> str:
+    """How a sentence names a quota: "Quota 1.1" stays as it is, "team-a" becomes "Quota team-a"."""
+    return name if name.lower().startswith("quota") else f"Quota {name}"
+
+
 class QuotaTree:
     """Read-only view of the quota tree with cached ancestor chains."""
 

@@ -10,7 +10,7 @@ from django.db import transaction
 from jobs import bridge
 from jobs.backends import get_backend
 from jobs.backends.base import Backend
-from jobs.choices import LIVE_POD_STATUSES, EventKind, Kind, PodStatus, Status
+from jobs.choices import ENDED_STATUSES, LIVE_POD_STATUSES, EventKind, Kind, PodStatus, Status
 from jobs.events import batch, record
 from jobs.models import ControlState, Pod, Workload
 from jobs.scheduling.cycle import run_cycle
@@ -101,6 +101,8 @@ def _preempt(p: Preemption, rows: dict[str, Workload], now: datetime, backend: B
 def _admit(a: Admission, rows: dict[str, Workload], now: datetime, backend: Backend) -> None:
     """Start a workload (or more replicas of a service) on the chosen nodes."""
     w = rows[a.workload]
+    if w.status in ENDED_STATUSES:
+        return  # evicted earlier this cycle with fault tolerance off: it ended Failed
     nodes = bridge.node_ids([pl.node for pl in a.placements])
     first_index = max((p.index for p in w.pods.all()), default=-1) + 1
     pods = []

@@ -11,7 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from console.errors import DomainError
-from console.units import milli_to_gpus
+from console.units import called, milli_to_gpus
 from jobs import clock
 from jobs.choices import (
     ACTIVE_STATUSES,
@@ -75,7 +75,8 @@ def check_usage_rules(
     if rule is None:
         if not WorkspaceQuota.objects.filter(workspace=workspace, quota=quota).exists():
             raise DomainError(
-                f"Quota {quota.name} is not bound to workspace {workspace.name}.", field="quota"
+                f"{called(quota.name)} is not bound to workspace {workspace.name}.",
+                field="quota",
             )
         role = workspace_role(actor, workspace) or "-"
         raise DomainError(

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import Sum
 
 from console.errors import DomainError
+from console.units import called
 from quotas.amounts import RESOURCES, Amounts, show
 from quotas.choices import AuditAction, QueueStrategy
 from quotas.models import Node, NodePool, Quota, QuotaAudit, QuotaResource, ResourcePool
@@ -30,11 +31,6 @@ class AmountError(DomainError):
         self.node_pool = node_pool
 
 
-def _called(name: str) -> str:
-    """How a message names a quota: "Quota team-a", but "Quota 1", not "Quota Quota 1"."""
-    return name if name.lower().startswith("quota") else f"Quota {name}"
-
-
 def _lock_pool(resource_pool: ResourcePool) -> ResourcePool:
     """Take the per-pool write lock (a row lock on PostgreSQL; SQLite serialises writers)."""
     return ResourcePool.objects.select_for_update().get(pk=resource_pool.pk)
@@ -44,7 +40,7 @@ def _check_version(quota: Quota, expected_version: int | None) -> None:
     """Refuse a write based on an older version of the quota."""
     if expected_version is not None and expected_version != quota.version:
         raise StaleVersion(
-            f"{_called(quota.name)} is at version {quota.version}, not {expected_version}: "
+            f"{called(quota.name)} is at version {quota.version}, not {expected_version}: "
             "it changed since you loaded it.",
             field="version",
         )
@@ -129,17 +125,18 @@ def _check_tree(resource_pool: ResourcePool, focus: Quota) -> None:
         parent_id = q.parent_id
         while parent_id is not None:
             if parent_id in seen:
-                raise DomainError(f"{_called(q.name)} cannot be its own ancestor.", field="parent")
+                raise DomainError(f"{called(q.name)} cannot be its own ancestor.", field="parent")
             if parent_id not in by_id:
                 raise DomainError(
-                    f"{_called(q.name)}'s parent belongs to another resource pool.", field="parent"
+                    f"{called(q.name)}'s parent belongs to another resource pool.",
+                    field="parent",
                 )
             seen.add(parent_id)
             parent_id = by_id[parent_id].parent_id
         for pool_id in amounts[q.pk]:
             if pool_id not in pool_names:
                 raise DomainError(
-                    f"{_called(q.name)} names a node pool outside resource pool "
+                    f"{called(q.name)} names a node pool outside resource pool "
                     f"{resource_pool.name}.",
                     field="resources",
                 )
@@ -152,7 +149,7 @@ def _check_tree(resource_pool: ResourcePool, focus: Quota) -> None:
                 limit = a.max(r)
                 if limit is not None and limit < a.min(r):
                     raise AmountError(
-                        f"{_called(q.name)}: max {show(r, limit)} on {pool_names[pool_id]} "
+                        f"{called(q.name)}: max {show(r, limit)} on {pool_names[pool_id]} "
                         f"is below its min {show(r, a.min(r))}.",
                         field=f"max_{r}",
                         node_pool=pool_names[pool_id],
@@ -191,7 +188,7 @@ def _check_group(
                 owner = f"Resource pool {resource_pool.name}"
             else:
                 available = amounts[parent.pk].get(pool_id, Amounts()).min(r)
-                owner = _called(parent.name)
+                owner = called(parent.name)
             if total <= available:
                 continue
             parts = " + ".join(
@@ -293,7 +290,7 @@ def quota_create(
     _check_amounts(resources)
     if parent is not None and parent.resource_pool_id != pool.pk:
         raise DomainError(
-            f"{_called(parent.name)} belongs to resource pool {parent.resource_pool.name}, "
+            f"{called(parent.name)} belongs to resource pool {parent.resource_pool.name}, "
             f"not {pool.name}.",
             field="parent",
         )
@@ -443,13 +440,13 @@ def quota_delete(*, actor: Any, quota: Quota) -> None:
     children = list(quota.children.values_list("name", flat=True))
     if children:
         raise DomainError(
-            f"{_called(quota.name)} has child quotas ({', '.join(children)}); delete them first.",
+            f"{called(quota.name)} has child quotas ({', '.join(children)}); delete them first.",
             field="quota",
         )
     bound = list(quota.workspaces.values_list("name", flat=True))
     if bound:
         raise DomainError(
-            f"{_called(quota.name)} is bound to workspaces ({', '.join(bound)}); unbind it first.",
+            f"{called(quota.name)} is bound to workspaces ({', '.join(bound)}); unbind it first.",
             field="quota",
         )
     before = quota_state(quota)
