@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 
 from .snapshot import Entry, State
-from .tree import QuotaTree, within
+from .tree import QuotaTree
 from .types import Snapshot
 
 OrderKey = tuple[bool, int, float, float, str]
@@ -38,18 +37,61 @@ def rank(e: Entry, now: float) -> OrderKey:
 
 
 def subtree_order(tree: QuotaTree, quota: str, direct: dict[str, list[Entry]]) -> Iterator[Entry]:
-    """Running workloads of a subtree in DESIGN's order (a lazy, stable merge)."""
+    """Running workloads of a subtree in DESIGN's order (a lazy, stable merge).
+
+    `direct` holds each quota's own entries sorted by order_key. A parent with child
+    preemption ranks its own workloads before all of its children's; elsewhere a quota's own
+    workloads and its children's streams are merged by their heads.
+    """
+    yield from ordered(tree, quota, direct)[0]
+
+
+def ordered(
+    tree: QuotaTree, quota: str, direct: dict[str, list[Entry]]
+) -> tuple[list[Entry], bool]:
+    """subtree_order as a list, and whether it happens to be sorted by order_key."""
     own = direct.get(quota, [])
-    kids = [subtree_order(tree, c, direct) for c in tree.children[quota]]
+    kids = [ordered(tree, c, direct) for c in tree.children[quota]]
+    kids = [k for k in kids if k[0]]
+    if not kids:
+        return own, True
     if tree.quotas[quota].child_preemption:
-        # A parent with child preemption ranks its own workloads before all of its children's.
-        yield from own
-        if kids:
-            yield from heapq.merge(*kids, key=order_key)
-    elif kids:
-        yield from heapq.merge(own, *kids, key=order_key)
-    else:
-        yield from own
+        merged = _merge(kids)
+        return (own + merged[0], False) if own else merged
+    return _merge([(own, True), *kids])
+
+
+def _merge(streams: list[tuple[list[Entry], bool]]) -> tuple[list[Entry], bool]:
+    """What heapq.merge(*streams, key=order_key) yields, by one stable sort.
+
+    A merge by heads emits an element that ranks ahead of an earlier one of its own stream
+    right after that one (every other head ranks behind the earlier one, or it would have
+    gone first). So the merge equals a stable sort on each element's running maximum of
+    order_key within its stream; keys are unique (they end in the name), so equal running
+    maxima only occur within one stream, where the stable sort keeps stream order.
+    """
+    streams = [s for s in streams if s[0]]
+    if not streams:
+        return [], True
+    if len(streams) == 1:
+        return streams[0]
+    if all(ok for _, ok in streams):
+        out = [e for lst, _ in streams for e in lst]
+        out.sort(key=order_key)  # runs already sorted: timsort merges them
+        return out, True
+    decorated: list[tuple[OrderKey, int, Entry]] = []
+    n = 0
+    for lst, is_sorted in streams:
+        top: OrderKey | None = None
+        for e in lst:
+            k = e.okey
+            assert k is not None
+            if is_sorted or top is None or k > top:
+                top = k
+            decorated.append((top, n, e))
+            n += 1
+    decorated.sort(key=lambda t: (t[0], t[1]))
+    return [t[2] for t in decorated], False
 
 
 def classify_entries(state: State) -> dict[str, bool]:
@@ -58,56 +100,69 @@ def classify_entries(state: State) -> dict[str, bool]:
     direct: dict[str, list[Entry]] = {}
     now = state.now
     for e in state.entries.values():
-        e.okey = rank(e, now)
-        direct.setdefault(e.w.quota, []).append(e)
+        if e.okey is None:  # the key never changes within a cycle (see rank)
+            e.okey = rank(e, now)
+        lst = direct.get(e.w.quota)
+        if lst is None:
+            direct[e.w.quota] = [e]
+        else:
+            lst.append(e)
     for lst in direct.values():
         lst.sort(key=order_key)
     result: dict[str, bool] = {}
+    # (quota, pool) -> In-Quota usage of the subtree, filled as the walk admits entries
     inq: dict[tuple[str, str], list[int]] = {}
+    # (submission quota, pool) -> [(min, usage row)] along the chain; None where a quota of
+    # the chain has no min in the pool (only GPU-free requests fit there)
+    rows: dict[tuple[str, str], list[tuple[tuple[int, int, int] | None, list[int]]]] = {}
     mins = tree.mins
     chains = tree.chain
     for root in tree.roots():
-        for e in subtree_order(tree, root, direct):
+        for e in ordered(tree, root, direct)[0]:
             w = e.w
-            ok = w.idle != "idle_only"
-            if ok:
-                ok = _fits_chain(inq, mins, chains[w.quota], e)
-            if ok:
-                g, c, m = e.req
-                for pool, count in e.pool_counts.items():
+            if w.idle == "idle_only":
+                result[w.name] = False
+                continue
+            g, c, m = e.req
+            checks = []
+            ok = True
+            for pool, count in e.pool_counts.items():
+                key = (w.quota, pool)
+                chk = rows.get(key)
+                if chk is None:
+                    chk = rows[key] = []
                     for a in chains[w.quota]:
                         u = inq.get((a, pool))
                         if u is None:
-                            inq[(a, pool)] = [g * count, c * count, m * count]
-                        else:
-                            u[0] += g * count
-                            u[1] += c * count
-                            u[2] += m * count
+                            u = inq[(a, pool)] = [0, 0, 0]
+                        chk.append((mins[a].get(pool), u))
+                ag, ac, am = g * count, c * count, m * count
+                for limit, u in chk:
+                    if limit is None:
+                        if ag > 0:
+                            ok = False
+                            break
+                        continue
+                    # within(u, add, limit, loose=True): a zero CPU/memory min is unconstrained
+                    if (
+                        u[0] + ag > limit[0]
+                        or (ac and limit[1] and u[1] + ac > limit[1])
+                        or (am and limit[2] and u[2] + am > limit[2])
+                    ):
+                        ok = False
+                        break
+                if not ok:
+                    break
+                checks.append((chk, ag, ac, am))
+            if ok:
+                for chk, ag, ac, am in checks:
+                    for _, u in chk:
+                        u[0] += ag
+                        u[1] += ac
+                        u[2] += am
             result[w.name] = ok
-    state.relabel(result)
+    state.relabel(result, inq)
     return result
-
-
-def _fits_chain(
-    inq: dict[tuple[str, str], list[int]],
-    mins: dict[str, dict[str, tuple[int, int, int]]],
-    chain: tuple[str, ...],
-    e: Entry,
-) -> bool:
-    """Whether the entry fits within min on its quota and every ancestor, in every pool."""
-    g, c, m = e.req
-    for pool, count in e.pool_counts.items():
-        add = (g * count, c * count, m * count)
-        for a in chain:
-            limit = mins[a].get(pool)
-            if limit is None:
-                if add[0] > 0:
-                    return False
-                continue
-            used = inq.get((a, pool)) or (0, 0, 0)
-            if not within(used, add, limit, True):
-                return False
-    return True
 
 
 def classify(snapshot: Snapshot) -> dict[str, bool]:

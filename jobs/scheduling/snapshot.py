@@ -135,13 +135,14 @@ class State:
                 raise ScenarioError(f"node {n.name!r} has negative capacity")
             self.nodes[n.name] = NodeState(n.name, n.pool, n.gpus, n.cpu, n.memory, n.schedulable)
             max_gpus[n.pool] = max(max_gpus.get(n.pool, 0), n.gpus)
+        indexed: list[NodeState] = []
         for name in sorted(self.nodes):
             ns = self.nodes[name]
             if ns.pool not in self.pools:
                 self.pools[ns.pool] = PoolIndex(ns.pool, max_gpus[ns.pool])
                 self.capacity[ns.pool] = [0, 0, 0]
             if ns.schedulable:
-                self.pools[ns.pool].add(ns)
+                indexed.append(ns)
                 cap = self.capacity[ns.pool]
                 cap[0] += len(ns.dev) * MILLI
                 cap[1] += ns.cpu
@@ -179,30 +180,12 @@ class State:
             self.workloads[w.name] = w
         # Load in name order: the node buckets keep insertion order, so the snapshot's order
         # must not leak into placement ties.
+        loader = _Loader(self, indexed)
         for name in sorted(self.workloads):
             w = self.workloads[name]
             if w.running:
-                self._load_running(w)
-
-    def _load_running(self, w: Workload) -> None:
-        """Allocate a running workload's placements, refusing over-allocation."""
-        e = Entry(w, [], False)
-        req = e.req
-        for p in w.running:
-            ns = self.nodes.get(p.node)
-            if ns is None:
-                raise ScenarioError(f"workload {w.name!r} runs on unknown node {p.node!r}")
-            devices = p.devices or self._pick_devices(ns, req[0])
-            if devices is None or not self._fits_on(ns, req, devices):
-                raise ScenarioError(
-                    f"node {p.node!r} is over-allocated by the running set (at {w.name!r})"
-                )
-            self._take(ns, req, devices, w.name)
-            e.placements.append(Placement(p.node, devices))
-            e.pool_counts[ns.pool] = e.pool_counts.get(ns.pool, 0) + 1
-        e.new_from = len(e.placements)
-        self.entries[w.name] = e
-        self._account(e, 1)
+                loader.load(w)
+        loader.finish()
 
     @staticmethod
     def _pick_devices(ns: NodeState, gpu: int) -> tuple[int, ...] | None:
@@ -303,17 +286,22 @@ class State:
         e.key = None
         self._account(e, 1)
 
-    def relabel(self, labels: dict[str, bool]) -> None:
-        """Apply a whole classification at once, rebuilding the In-Quota tables in one pass."""
-        self.inq.clear()
+    def relabel(self, labels: dict[str, bool], inq: dict[tuple[str, str], list[int]]) -> None:
+        """Apply a whole classification at once, rebuilding the In-Quota tables in one pass.
+
+        inq is the In-Quota subtree usage the classification summed up as it went.
+        """
+        self.inq = inq
         self.direct_inq.clear()
         self.direct_cls.clear()
         self.borrowed.clear()
         self.niq_at.clear()
         self.victim_cache.clear()
         self.bound_cache.clear()
-        chains = self.tree.chain
-        inq = self.inq
+        borrowed = self.borrowed
+        niq_at = self.niq_at
+        direct_inq = self.direct_inq
+        direct_cls = self.direct_cls
         for name, e in self.entries.items():
             ok = labels.get(name, False)
             e.in_quota = ok
@@ -323,25 +311,35 @@ class State:
             if not ok:
                 for pool, count in e.pool_counts.items():
                     k = (w.quota, pool)
-                    self.borrowed[k] = self.borrowed.get(k, 0) + g * count
+                    borrowed[k] = borrowed.get(k, 0) + g * count
                     if w.kind == "training":
-                        self.niq_at.setdefault(k, {})[name] = e
+                        by = niq_at.get(k)
+                        if by is None:
+                            niq_at[k] = {name: e}
+                        else:
+                            by[name] = e
                 continue
+            cls = (w.priority, w.kind == "training")
             for pool, count in e.pool_counts.items():
                 dg, dc, dm = g * count, c * count, m * count
-                for a in chains[w.quota]:
-                    u = inq.get((a, pool))
-                    if u is None:
-                        inq[(a, pool)] = [dg, dc, dm]
-                    else:
-                        u[0] += dg
-                        u[1] += dc
-                        u[2] += dm
-                u = self.direct_inq.setdefault((w.quota, pool), [0, 0, 0])
-                u[0] += dg
-                u[1] += dc
-                u[2] += dm
-                self._account_cls(w, pool, dg, dc, dm)
+                k = (w.quota, pool)
+                u = direct_inq.get(k)
+                if u is None:
+                    direct_inq[k] = [dg, dc, dm]
+                else:
+                    u[0] += dg
+                    u[1] += dc
+                    u[2] += dm
+                row = direct_cls.get(k)
+                if row is None:
+                    row = direct_cls[k] = {}
+                u = row.get(cls)
+                if u is None:
+                    row[cls] = [dg, dc, dm]
+                else:
+                    u[0] += dg
+                    u[1] += dc
+                    u[2] += dm
 
     def _account_cls(self, w: Workload, pool: str, dg: int, dc: int, dm: int) -> None:
         """Add In-Quota usage submitted directly to w's quota to its rank-class row."""
@@ -455,6 +453,138 @@ class State:
             since = self.now
         gpus = e.req[0] * len(e.placements) / MILLI
         return max(0.0, gpus * (self.now - since))
+
+
+class _Loader:
+    """Loads the running set in bulk, with the result the one-by-one path would give.
+
+    Node buckets are not kept live while loading: each node remembers when it last entered
+    its whole-device bucket and each partial-level bucket (what PoolIndex.move would have
+    done), and the buckets are built once at the end in that order. Usage is summed per
+    (quota, pool) and pushed up the quota chains once.
+    """
+
+    __slots__ = ("state", "indexed", "seq", "seq_full", "seq_lv", "direct")
+
+    def __init__(self, state: State, indexed: list[NodeState]) -> None:
+        self.state = state
+        self.indexed = indexed
+        # indexed nodes start in their buckets in name order, before any allocation
+        self.seq = 0
+        self.seq_full = {ns.name: i - len(indexed) for i, ns in enumerate(indexed)}
+        self.seq_lv: dict[str, dict[int, int]] = {ns.name: {} for ns in indexed}
+        self.direct: dict[tuple[str, str], list[int]] = {}
+
+    def load(self, w: Workload) -> None:
+        """Allocate a running workload's placements, refusing over-allocation."""
+        state = self.state
+        nodes = state.nodes
+        e = Entry(w, [], False)
+        req = e.req
+        g = req[0]
+        share = g if g < MILLI else MILLI
+        placements = e.placements
+        counts = e.pool_counts
+        name = w.name
+        for p in w.running:
+            ns = nodes.get(p.node)
+            if ns is None:
+                raise ScenarioError(f"workload {name!r} runs on unknown node {p.node!r}")
+            devices = p.devices or State._pick_devices(ns, g)
+            if devices is None or not State._fits_on(ns, req, devices):
+                raise ScenarioError(
+                    f"node {p.node!r} is over-allocated by the running set (at {name!r})"
+                )
+            self._take(ns, share, req, devices, name)
+            placements.append(p if p.devices == devices else Placement(p.node, devices))
+            counts[ns.pool] = counts.get(ns.pool, 0) + 1
+        e.new_from = len(placements)
+        state.entries[name] = e
+        direct = self.direct
+        for pool, count in counts.items():
+            k = (w.quota, pool)
+            if w.kind == "training":
+                by = state.train_at.get(k)
+                if by is None:
+                    by = state.train_at[k] = {}
+                    state.niq_at[k] = {}
+                by[name] = e
+                state.niq_at[k][name] = e
+            u = direct.get(k)
+            if u is None:
+                direct[k] = [g * count, req[1] * count, req[2] * count]
+            else:
+                u[0] += g * count
+                u[1] += req[1] * count
+                u[2] += req[2] * count
+
+    def _take(
+        self, ns: NodeState, share: int, req: Vec, devices: tuple[int, ...], owner: str
+    ) -> None:
+        """NodeState's take and refresh, recording bucket moves instead of making them."""
+        ns.cpu -= req[1]
+        ns.mem -= req[2]
+        ns.residents[owner] = ns.residents.get(owner, 0) + 1
+        if not share:
+            return
+        self.seq += 1
+        dev = ns.dev
+        for i in devices:
+            dev[i] -= share
+        if share == MILLI:  # whole devices: only the whole-device count moves
+            ns.full -= len(devices)
+            self.seq_full[ns.name] = self.seq
+            return
+        full = 0
+        levels: set[int] = set()
+        for d in dev:
+            if d == MILLI:
+                full += 1
+            elif d >= LEVEL:
+                levels.add(d // LEVEL)
+        if full != ns.full:
+            ns.full = full
+            self.seq_full[ns.name] = self.seq
+        seen = self.seq_lv.get(ns.name)
+        if seen is None:  # not schedulable: never indexed
+            ns.levels = frozenset(levels)
+            return
+        for lv in levels - seen.keys():
+            seen[lv] = self.seq
+        for lv in [lv for lv in seen if lv not in levels]:
+            del seen[lv]
+
+    def finish(self) -> None:
+        """Fill the pools' buckets in the recorded order and push usage up the chains."""
+        state = self.state
+        seq_full = self.seq_full
+        for ns in sorted(self.indexed, key=lambda n: seq_full[n.name]):
+            index = state.pools[ns.pool]
+            index.nodes[ns.name] = ns
+            index.by_full[ns.full][ns.name] = ns
+            ns.levels = frozenset(self.seq_lv[ns.name])
+            ns.index = index
+        by_level: list[tuple[int, int, NodeState]] = [
+            (t, lv, ns) for ns in self.indexed for lv, t in self.seq_lv[ns.name].items()
+        ]
+        by_level.sort(key=lambda x: x[0])
+        for _, lv, ns in by_level:
+            state.pools[ns.pool].by_level[lv][ns.name] = ns
+        chains = state.tree.chain
+        for (quota, pool), (dg, dc, dm) in self.direct.items():
+            pu = state.pool_used[pool]
+            pu[0] += dg
+            pu[1] += dc
+            pu[2] += dm
+            state.borrowed[(quota, pool)] = state.borrowed.get((quota, pool), 0) + dg
+            for a in chains[quota]:
+                u = state.usage.get((a, pool))
+                if u is None:
+                    state.usage[(a, pool)] = [dg, dc, dm]
+                else:
+                    u[0] += dg
+                    u[1] += dc
+                    u[2] += dm
 
 
 def _check_workload(w: Workload) -> None:
