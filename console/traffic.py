@@ -20,8 +20,8 @@ from workspaces.models import Workspace
 
 # team → (user, workspace, active training jobs to keep, share of idle policies)
 TEAMS = {
-    "b": ("bob", "workspace_b", 7),
-    "c": ("carol", "workspace_c", 9),
+    "b": ("bob", "workspace_b", 10),
+    "c": ("carol", "workspace_c", 12),
 }
 MODELS = ("resnet50", "bert-large", "llama-7b-sft", "vit-b16", "whisper-small", "t5-base")
 POLICIES = (IdlePolicy.ACCEPTABLE, IdlePolicy.ACCEPTABLE, IdlePolicy.IDLE_ONLY, IdlePolicy.NONE)
