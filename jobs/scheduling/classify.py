@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import attrgetter
 
 from .snapshot import Entry, State
 from .tree import QuotaTree
 from .types import Snapshot
 
 OrderKey = tuple[bool, int, float, float, str]
+_OKEY = attrgetter("okey")  # order_key without a Python-level call, for sorting
 
 
 def order_key(e: Entry) -> OrderKey:
@@ -77,7 +79,7 @@ def _merge(streams: list[tuple[list[Entry], bool]]) -> tuple[list[Entry], bool]:
         return streams[0]
     if all(ok for _, ok in streams):
         out = [e for lst, _ in streams for e in lst]
-        out.sort(key=order_key)  # runs already sorted: timsort merges them
+        out.sort(key=_OKEY)  # runs already sorted: timsort merges them
         return out, True
     decorated: list[tuple[OrderKey, int, Entry]] = []
     n = 0
@@ -90,7 +92,7 @@ def _merge(streams: list[tuple[list[Entry], bool]]) -> tuple[list[Entry], bool]:
                 top = k
             decorated.append((top, n, e))
             n += 1
-    decorated.sort(key=lambda t: (t[0], t[1]))
+    decorated.sort()  # (running max, position) is unique, so entries are never compared
     return [t[2] for t in decorated], False
 
 
@@ -108,7 +110,7 @@ def classify_entries(state: State) -> dict[str, bool]:
         else:
             lst.append(e)
     for lst in direct.values():
-        lst.sort(key=order_key)
+        lst.sort(key=_OKEY)
     result: dict[str, bool] = {}
     # (quota, pool) -> In-Quota usage of the subtree, filled as the walk admits entries
     inq: dict[tuple[str, str], list[int]] = {}

@@ -165,6 +165,9 @@ class State:
         # victim groups sorted by preference, built on first use (see preemption.base)
         self.victim_cache: dict[tuple[str, str, bool], list[Entry]] = {}
         self.bound_cache: dict[tuple[str, str, int], int] = {}
+        # several groups merged in preference order, and which merged lists hold each group
+        self.merged_cache: dict[tuple[str, tuple[tuple[str, bool], ...]], list[Entry]] = {}
+        self.merged_by_group: dict[tuple[str, str, bool], list[list[Entry]]] = {}
         self.generation = 0
         # workloads started this cycle; a victim among them is displaced (its admission is
         # withdrawn and it waits again), unless it already evicted someone (shielded)
@@ -298,6 +301,8 @@ class State:
         self.niq_at.clear()
         self.victim_cache.clear()
         self.bound_cache.clear()
+        self.merged_cache.clear()
+        self.merged_by_group.clear()
         borrowed = self.borrowed
         niq_at = self.niq_at
         direct_inq = self.direct_inq
@@ -400,6 +405,8 @@ class State:
             group = self.victim_cache.get((w.quota, pool, niq))
             if group is not None and (not niq or not e.in_quota):
                 bisect.insort(group, e, key=self.victim_key)
+                for merged in self.merged_by_group.get((w.quota, pool, niq), ()):
+                    bisect.insort(merged, e, key=self.victim_key)
         # an upper bound: the gang may still grow to all of its replicas in this pool
         g = e.req[0] * w.replicas
         for key in self.bound_cache:
@@ -490,13 +497,29 @@ class _Loader:
             ns = nodes.get(p.node)
             if ns is None:
                 raise ScenarioError(f"workload {name!r} runs on unknown node {p.node!r}")
-            devices = p.devices or State._pick_devices(ns, g)
+            devices: tuple[int, ...] | None = p.devices
+            if devices:
+                placements.append(p)
+            else:
+                devices = State._pick_devices(ns, g)
+                if devices is not None:
+                    placements.append(Placement(p.node, devices))
             if devices is None or not State._fits_on(ns, req, devices):
                 raise ScenarioError(
                     f"node {p.node!r} is over-allocated by the running set (at {name!r})"
                 )
-            self._take(ns, share, req, devices, name)
-            placements.append(p if p.devices == devices else Placement(p.node, devices))
+            if share == MILLI:  # the common case of whole devices, inline
+                self.seq += 1
+                dev = ns.dev
+                for i in devices:
+                    dev[i] = 0
+                ns.full -= len(devices)
+                self.seq_full[ns.name] = self.seq
+                ns.cpu -= req[1]
+                ns.mem -= req[2]
+                ns.residents[name] = ns.residents.get(name, 0) + 1
+            else:
+                self._take(ns, share, req, devices, name)
             counts[ns.pool] = counts.get(ns.pool, 0) + 1
         e.new_from = len(placements)
         state.entries[name] = e

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Protocol
 
 from ..admission import Shares
-from ..placement import Choice, devices_on, find_node
+from ..placement import Choice, find_node
 from ..snapshot import Entry, State
 from ..types import MILLI, Workload
 
@@ -71,19 +70,35 @@ def sorted_group(state: State, quota: str, pool: str, niq_only: bool) -> list[En
     got = state.victim_cache.get(key)
     if got is None:
         got = state.victims_at(quota, pool, niq_only)
-        got.sort(key=lambda e: victim_key(state, e))
+        got.sort(key=state.victim_key)
         state.victim_cache[key] = got
+    return got
+
+
+def merged_groups(state: State, pool: str, groups: tuple[tuple[str, bool], ...]) -> list[Entry]:
+    """Several groups as one list in preference order, built once per cycle and kept up to
+    date as the groups are (victim keys are unique, so this is what merging them gives)."""
+    if len(groups) == 1:
+        return sorted_group(state, groups[0][0], pool, groups[0][1])
+    key = (pool, groups)
+    got = state.merged_cache.get(key)
+    if got is None:
+        got = []
+        for q, niq in groups:
+            got.extend(sorted_group(state, q, pool, niq))
+            state.merged_by_group.setdefault((q, pool, niq), []).append(got)
+        got.sort(key=state.victim_key)
+        state.merged_cache[key] = got
     return got
 
 
 def stream(kind: PreemptionKind, a: Attempt) -> Iterator[Entry]:
     """Live, eligible candidates of every group, merged in preference order."""
     state = a.state
-    groups = [sorted_group(state, q, a.pool, niq) for q, niq in kind.candidates(a)]
     me = a.w.name
     shielded = state.shielded
     entries = state.entries
-    for e in heapq.merge(*groups, key=lambda e: victim_key(state, e)):
+    for e in merged_groups(state, a.pool, tuple(kind.candidates(a))):
         name = e.w.name
         if a.below is not None and e.w.priority >= a.below:
             return  # sorted by priority: nothing further qualifies
@@ -213,27 +228,45 @@ def _best_node(
                 lst.append(e)
     best: list[Entry] | None = None
     best_key: tuple[int, list[tuple[int, bool, float, float, str]], str] | None = None
+    g, rc, rm = req
+    need_full = g // MILLI if g >= MILLI else 0
+    nodes = state.nodes
+    allowed = kind.allowed
     for node in sorted(by_node):
-        ns = state.nodes[node]
+        ns = nodes[node]
         if ns.pool != a.pool or not ns.schedulable:
             continue
         dev = list(ns.dev)
         cpu, mem = ns.cpu, ns.mem
+        # what devices_on(dev, g) needs, kept up to date as victims free devices: the count
+        # of whole free devices, and the largest free share of one device
+        full = ns.full
+        top = max(dev) if dev else 0
         picked: list[Entry] = []
         for v in by_node[node]:
             if best_key is not None and len(picked) >= best_key[0]:
                 break
-            if not kind.allowed(a, v):
+            if not allowed(a, v):
                 continue
-            share = v.req[0] if v.req[0] < MILLI else MILLI
+            vg = v.req[0]
+            share = vg if vg < MILLI else MILLI
             for p in v.placements:
                 if p.node == node:
                     for i in p.devices:
-                        dev[i] += share
+                        d = dev[i] + share
+                        dev[i] = d
+                        if d == MILLI:
+                            full += 1
+                        if d > top:
+                            top = d
                     cpu += v.req[1]
                     mem += v.req[2]
             picked.append(v)
-            if cpu >= req[1] and mem >= req[2] and devices_on(dev, req[0]) is not None:
+            if (
+                cpu >= rc
+                and mem >= rm
+                and (g == 0 or (full >= need_full if g >= MILLI else top >= g))
+            ):
                 key = (len(picked), [victim_key(state, x) for x in picked], node)
                 if best_key is None or key < best_key:
                     best, best_key = list(picked), key
