@@ -552,12 +552,25 @@ class _Loader:
             return
         self.seq += 1
         dev = ns.dev
+        seen = self.seq_lv.get(ns.name)
+        if len(devices) == 1 and seen is not None:
+            # one shared device: only its old and its new level bucket can change
+            i = devices[0]
+            before = dev[i]
+            after = dev[i] = before - share
+            if before == MILLI:
+                ns.full -= 1
+                self.seq_full[ns.name] = self.seq
+            lo = before // LEVEL if LEVEL <= before < MILLI else -1
+            ln = after // LEVEL if after >= LEVEL else -1
+            if lo != ln:
+                if ln >= 0 and ln not in seen:
+                    seen[ln] = self.seq
+                if lo >= 0 and not any(LEVEL <= d < MILLI and d // LEVEL == lo for d in dev):
+                    del seen[lo]
+            return
         for i in devices:
             dev[i] -= share
-        if share == MILLI:  # whole devices: only the whole-device count moves
-            ns.full -= len(devices)
-            self.seq_full[ns.name] = self.seq
-            return
         full = 0
         levels: set[int] = set()
         for d in dev:
@@ -568,7 +581,6 @@ class _Loader:
         if full != ns.full:
             ns.full = full
             self.seq_full[ns.name] = self.seq
-        seen = self.seq_lv.get(ns.name)
         if seen is None:  # not schedulable: never indexed
             ns.levels = frozenset(levels)
             return
