@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
+import multiprocessing
 import random
 import statistics
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from jobs.scheduling.fragmentation import FragmentationScorer, target_workload  # noqa: E402
 from jobs.scheduling.placement import find_node, find_node_fgd, workload_profile  # noqa: E402
 from jobs.scheduling.snapshot import State  # noqa: E402
 from jobs.scheduling.types import MILLI, Node, Snapshot  # noqa: E402
@@ -33,47 +36,87 @@ def load_nodes(path: Path) -> list[Node]:
 
 
 def load_pods(path: Path) -> list[Pod]:
-    """GPU pods as (milli-GPU, cpu, memory, accepted pools); gpu_milli counts when num_gpu=1."""
+    """Pods as (milli-GPU, cpu, memory, accepted pools); gpu_milli counts when num_gpu=1.
+
+    CPU-only pods (num_gpu 0) are kept: the paper's simulator schedules them too, and the CPU
+    they take can strand GPUs. Trace variants without a gpu_spec column accept any model.
+    """
     pods: list[Pod] = []
     with path.open() as fh:
         for r in csv.DictReader(fh):
             n = int(r["num_gpu"])
             gpu = int(r["gpu_milli"]) if n == 1 else n * MILLI
-            spec = tuple(p for p in r["gpu_spec"].split("|") if p)
+            spec = tuple(p for p in (r.get("gpu_spec") or "").split("|") if p)
             pods.append((gpu, int(r["cpu_milli"]), int(r["memory_mib"]), spec))
     return pods
 
 
 def replay(
-    nodes: list[Node], pods: list[Pod], inflate: float, seed: int, policy: str
+    nodes: list[Node],
+    pods: list[Pod],
+    inflate: float,
+    seed: int,
+    policy: str,
+    cpu_pods: bool = True,
+    pack: float = 0.0,
+    gpu_weight: float = 0.5,
 ) -> dict[str, float]:
-    """Submit re-sampled pods one by one (no departures) and record the allocated share."""
+    """Submit re-sampled pods one by one (no departures) and record the allocated share.
+
+    Pods are drawn with replacement from the whole list; the run stops once the GPU requested by
+    the arrived pods (placed or not) reaches `inflate` times the capacity. A pod that fits
+    nowhere is dropped, never retried. The marks are taken right after the pod whose arrival
+    crosses 100% (and the end, 130%) of capacity.
+    """
     rng = random.Random(seed)
     state = State(Snapshot(0, tuple(nodes), (), (), "tree"))
     all_pools = tuple(sorted(state.pools))
     capacity = sum(n.gpus for n in nodes) * MILLI
-    gpu_pods = [p for p in pods if p[0] > 0]  # CPU-only pods do not count towards the GPU total
+    gpu_pods = [p for p in pods if p[0] > 0]
+    source = pods if cpu_pods else gpu_pods
     profile = workload_profile([(p[0], p[1], p[2]) for p in gpu_pods])
+    scorer = None
+    if policy == "fgd2":
+        scorer = FragmentationScorer(
+            state.nodes.values(), target_workload(pods, gpu_weight=gpu_weight), pack
+        )
     arrived = 0
     allocated = 0
     marks: dict[str, float] = {}
     while arrived < inflate * capacity:
-        gpu, cpu, mem, spec = rng.choice(gpu_pods)
+        gpu, cpu, mem, spec = rng.choice(source)
         arrived += gpu
         req = (gpu, cpu, mem)
         pools = spec or all_pools
-        if policy == "fgd":
+        if scorer is not None:
+            choice = scorer.choose(req, pools)
+        elif policy == "fgd":
             choice = find_node_fgd(state, req, pools, profile)
         else:
             choice = find_node(state, req, pools, False)
         if choice is not None:
             ns = state.nodes[choice[0]]
             state._take(ns, req, choice[1], "pod")
+            if scorer is not None:
+                scorer.update(ns)
             allocated += gpu
         if "at_100" not in marks and arrived >= capacity:
             marks["at_100"] = 100 * allocated / capacity
     marks["at_130"] = 100 * allocated / capacity
     return marks
+
+
+def _one(
+    nodes: list[Node],
+    pods: list[Pod],
+    inflate: float,
+    policy: str,
+    cpu_pods: bool,
+    pack: float,
+    gpu_weight: float,
+    seed: int,
+) -> dict[str, float]:
+    return replay(nodes, pods, inflate, seed, policy, cpu_pods, pack, gpu_weight)
 
 
 def main() -> None:
@@ -83,18 +126,50 @@ def main() -> None:
     parser.add_argument("--pods", type=Path, default=TRACES / "openb_pod_list_default.csv")
     parser.add_argument("--inflate", type=float, default=1.3)
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--policy", choices=("fgd", "bestfit"), default="fgd")
+    parser.add_argument("--policy", choices=("fgd2", "fgd", "bestfit"), default="fgd2")
+    parser.add_argument(
+        "--skip-cpu-pods", action="store_true", help="old replay: draw GPU pods only"
+    )
+    parser.add_argument("--pack", type=float, default=0.0, help="fgd2 packing weight")
+    parser.add_argument(
+        "--gpu-weight",
+        type=float,
+        default=0.5,
+        help="fgd2 target workload: a shape weighs pods x milli-GPU ** this (0 = by pod count)",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="seeds run in parallel")
     args = parser.parse_args()
     t0 = time.perf_counter()
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods)
-    runs = [replay(nodes, pods, args.inflate, seed, args.policy) for seed in range(args.seeds)]
+    job = functools.partial(
+        _one,
+        nodes,
+        pods,
+        args.inflate,
+        args.policy,
+        not args.skip_cpu_pods,
+        args.pack,
+        args.gpu_weight,
+    )
+    if args.jobs > 1:
+        with multiprocessing.Pool(args.jobs) as pool:
+            runs = pool.map(job, range(args.seeds))
+    else:
+        runs = [job(seed) for seed in range(args.seeds)]
     print(
         json.dumps(
             {
                 "policy": args.policy,
                 "seeds": args.seeds,
                 "inflate": args.inflate,
+                "pods": args.pods.name,
+                "cpu_pods": not args.skip_cpu_pods,
+                **(
+                    {"pack": args.pack, "gpu_weight": args.gpu_weight}
+                    if args.policy == "fgd2"
+                    else {}
+                ),
                 "gpu_alloc_pct_at_100": round(statistics.mean(r["at_100"] for r in runs), 2),
                 "gpu_alloc_pct_at_130": round(statistics.mean(r["at_130"] for r in runs), 2),
                 "seconds": round(time.perf_counter() - t0, 2),

@@ -1,0 +1,206 @@
+"""FGD-style fragmentation measure and the placement that descends it."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from jobs.scheduling.fragmentation import (
+    FragmentationScorer,
+    Shape,
+    _Table,
+    fragmentation,
+    shape_fragment,
+    split_gpu,
+    target_workload,
+)
+from jobs.scheduling.snapshot import State
+from jobs.scheduling.types import MILLI, Node, Snapshot
+
+BIG = 10**9
+
+
+def state_of(*nodes: Node) -> State:
+    return State(Snapshot(0, tuple(nodes), (), (), "tree"))
+
+
+def test_split_gpu() -> None:
+    assert split_gpu(0) == (0, 0)
+    assert split_gpu(470) == (1, 470)
+    assert split_gpu(1000) == (1, 1000)
+    assert split_gpu(8000) == (8, 1000)
+
+
+def test_shape_fragment_by_hand() -> None:
+    dev = [1000, 300]
+    # a 500 share fits on the whole device; the 300 left on the other is a fragment
+    assert shape_fragment(dev, 10_000, BIG, "T4", Shape(1.0, 1, 500, 0, 0)) == 300
+    # a 200 share fits on both: nothing is a fragment
+    assert shape_fragment(dev, 10_000, BIG, "T4", Shape(1.0, 1, 200, 0, 0)) == 0
+    # two whole GPUs do not fit: all 1300 free milli-GPU are fragment
+    assert shape_fragment(dev, 10_000, BIG, "T4", Shape(1.0, 2, 1000, 0, 0)) == 1300
+    # one whole GPU fits; the partial device is a fragment
+    assert shape_fragment(dev, 10_000, BIG, "T4", Shape(1.0, 1, 1000, 0, 0)) == 300
+    # not enough CPU or memory strands every free GPU
+    assert shape_fragment(dev, 10_000, BIG, "T4", Shape(1.0, 1, 200, 12_000, 0)) == 1300
+    assert shape_fragment(dev, 10_000, 100, "T4", Shape(1.0, 1, 200, 0, 200)) == 1300
+    # a task that does not accept this GPU model sees everything as fragment
+    shape = Shape(1.0, 1, 200, 0, 0, frozenset({"A100"}))
+    assert shape_fragment(dev, 10_000, BIG, "T4", shape) == 1300
+    assert shape_fragment(dev, 10_000, BIG, "A100", shape) == 0
+
+
+def test_fragmentation_is_the_expectation_over_shapes() -> None:
+    shapes = [Shape(0.5, 1, 500, 0, 0), Shape(0.25, 2, 1000, 0, 0), Shape(0.25, 1, 100, 0, 0)]
+    # 0.5 * 300 + 0.25 * 1300 + 0.25 * 0
+    assert fragmentation([1000, 300], 10_000, BIG, "T4", shapes) == pytest.approx(475.0)
+    assert fragmentation([0, 0], 10_000, BIG, "T4", shapes) == 0.0
+    assert fragmentation([1000, 1000], 10_000, BIG, "T4", shapes) == 0.0
+
+
+def test_target_workload_counts_gpu_shapes_only() -> None:
+    pods = [(500, 4000, 100, ()), (500, 4000, 100, ()), (2000, 8000, 200, ("V100",)), (0, 1, 1, ())]
+    shapes = target_workload(pods)
+    assert shapes == [
+        Shape(2 / 3, 1, 500, 4000, 100),
+        Shape(1 / 3, 2, 1000, 8000, 200, frozenset({"V100"})),
+    ]
+    assert target_workload(pods, memory=False)[0] == Shape(2 / 3, 1, 500, 4000, 0)
+    assert target_workload([(0, 1, 1, ())]) == []
+    # weighted by pods x milli-GPU: 2 x 500 against 1 x 2000
+    weighted = target_workload(pods, gpu_weight=1.0)
+    assert [s.p for s in weighted] == pytest.approx([2 / 3, 1 / 3])
+    assert weighted[0].count == 2
+
+
+def test_cached_table_agrees_with_the_definition() -> None:
+    rng = random.Random(7)
+    shapes = [
+        Shape(rng.random(), rng.choice([1, 1, 2, 4]), 0, rng.randrange(0, 9000, 500), 0)
+        for _ in range(12)
+    ]
+    shapes = [
+        Shape(s.p, s.count, MILLI if s.count > 1 else rng.choice([150, 470, 810, 1000]), s.cpu, 0)
+        for s in shapes
+    ]
+    shapes.append(Shape(0.2, 1, 300, 0, 0, frozenset({"A100"})))
+    for pool in ("T4", "A100"):
+        table = _Table(pool, shapes)
+        for _ in range(200):
+            dev = tuple(sorted(rng.choice([0, 90, 190, 530, 1000]) for _ in range(4)))
+            cpu = rng.randrange(0, 10_000, 250)
+            want = fragmentation(dev, cpu, BIG, pool, shapes)
+            assert table.frag((dev, cpu, BIG)) == pytest.approx(want)
+
+
+def test_prefers_the_node_whose_fragmentation_grows_least() -> None:
+    # the workload is 600-shares: a 400 share on the 700-free device would strand 300,
+    # so FGD takes the whole device although best-fit would take the 700
+    state = state_of(Node("a", "T4", 1, 8000, 1000), Node("b", "T4", 1, 8000, 1000))
+    state._take(state.nodes["b"], (300, 0, 0), (0,), "x")
+    scorer = FragmentationScorer(state.nodes.values(), [Shape(1.0, 1, 600, 0, 0)])
+    assert scorer.choose((400, 100, 10), ("T4",)) == ("a", (0,))
+    # among equal increases the tighter node wins
+    assert scorer.choose((100, 100, 10), ("T4",)) == ("b", (0,))
+
+
+def test_cpu_only_task_goes_where_it_strands_no_gpu() -> None:
+    # 4 cores on node a would leave it too little CPU for the 6-core GPU tasks of the workload
+    state = state_of(Node("a", "T4", 1, 8000, 1000), Node("b", "T4", 1, 8000, 1000))
+    state._take(state.nodes["b"], (1000, 0, 0), (0,), "x")
+    scorer = FragmentationScorer(state.nodes.values(), [Shape(1.0, 1, 1000, 6000, 0)])
+    assert scorer.choose((0, 4000, 10), ("T4",)) == ("b", ())
+
+
+def test_device_choice_within_a_node() -> None:
+    state = state_of(Node("a", "T4", 3, 8000, 1000))
+    ns = state.nodes["a"]
+    state._take(ns, (500, 0, 0), (0,), "x")
+    state._take(ns, (200, 0, 0), (2,), "x")
+    # free shares [500, 1000, 800]; the workload wants whole GPUs, so a 300 share goes on a
+    # partial device and the best-fit one among them (500 free)
+    scorer = FragmentationScorer(state.nodes.values(), [Shape(1.0, 1, 1000, 0, 0)])
+    assert scorer.choose((300, 0, 0), ("T4",)) == ("a", (0,))
+    assert scorer.choose((2000, 0, 0), ("T4",)) is None
+    assert scorer.choose((1000, 0, 0), ("T4",)) == ("a", (1,))
+    assert scorer.choose((100, 0, 0), ("V100",)) is None
+
+
+def _cluster(rng: random.Random) -> list[Node]:
+    kinds = [("T4", 2, 16_000, 64_000), ("G2", 8, 96_000, 393_216), ("P100", 1, 8000, 32_768)]
+    out = []
+    for i in range(30):
+        pool, gpus, cpu, mem = rng.choice(kinds)
+        out.append(Node(f"n{i:02d}", pool, gpus, cpu, mem))
+    return out
+
+
+def _pods(rng: random.Random, k: int) -> list[tuple[int, int, int, tuple[str, ...]]]:
+    gpus = [0, 160, 320, 470, 810, 1000, 1000, 2000, 4000, 8000]
+    specs: list[tuple[str, ...]] = [(), (), (), ("T4",), ("G2", "P100")]
+    return [
+        (
+            rng.choice(gpus),
+            rng.randrange(0, 24_000, 500),
+            rng.randrange(0, 64_000, 1024),
+            rng.choice(specs),
+        )
+        for _ in range(k)
+    ]
+
+
+def _fits(state: State, name: str, req: tuple[int, int, int], devices: tuple[int, ...]) -> bool:
+    ns = state.nodes[name]
+    n, share = split_gpu(req[0])
+    if req[1] > ns.cpu or req[2] > ns.mem or len(devices) != n or len(set(devices)) != n:
+        return False
+    return all(ns.dev[i] >= share for i in devices)
+
+
+def _any_fit(state: State, req: tuple[int, int, int], pools: tuple[str, ...]) -> bool:
+    n, share = split_gpu(req[0])
+    for ns in state.nodes.values():
+        if ns.pool not in pools or req[1] > ns.cpu or req[2] > ns.mem:
+            continue
+        if sum(1 for d in ns.dev if d >= share) >= n:
+            return True
+    return False
+
+
+def _run(seed: int, pack: float, reverse: bool = False) -> list[tuple[str, tuple[int, ...]] | None]:
+    rng = random.Random(seed)
+    nodes = _cluster(rng)
+    pods = _pods(rng, 400)
+    state = state_of(*(reversed(nodes) if reverse else nodes))
+    pools_all = tuple(sorted(state.pools))
+    scorer = FragmentationScorer(state.nodes.values(), target_workload(pods), pack)
+    out: list[tuple[str, tuple[int, ...]] | None] = []
+    for gpu, cpu, mem, spec in pods:
+        req = (gpu, cpu, mem)
+        pools = spec or pools_all
+        choice = scorer.choose(req, pools)
+        if choice is None:
+            assert not _any_fit(state, req, pools)
+        else:
+            assert state.nodes[choice[0]].pool in pools
+            assert _fits(state, choice[0], req, choice[1])
+            ns = state.nodes[choice[0]]
+            state._take(ns, req, choice[1], "pod")
+            scorer.update(ns)
+        out.append(choice)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("pack", [0.0, 0.01])
+def test_never_picks_a_node_where_the_task_does_not_fit(seed: int, pack: float) -> None:
+    placed = _run(seed, pack)
+    assert any(c is not None for c in placed) and any(c is None for c in placed)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_deterministic_and_independent_of_node_order(seed: int) -> None:
+    first = _run(seed, 0.01)
+    assert _run(seed, 0.01) == first
+    assert _run(seed, 0.01, reverse=True) == first
