@@ -81,36 +81,62 @@ def _merge(streams: list[tuple[list[Entry], bool]]) -> tuple[list[Entry], bool]:
         out = [e for lst, _ in streams for e in lst]
         out.sort(key=_OKEY)  # runs already sorted: timsort merges them
         return out, True
-    decorated: list[tuple[OrderKey, int, Entry]] = []
-    n = 0
+    flat: list[Entry] = []
+    tops: list[OrderKey] = []
     for lst, is_sorted in streams:
+        flat.extend(lst)
+        if is_sorted:
+            tops.extend(map(_OKEY, lst))
+            continue
         top: OrderKey | None = None
         for e in lst:
             k = e.okey
             assert k is not None
-            if is_sorted or top is None or k > top:
+            if top is None or k > top:
                 top = k
-            decorated.append((top, n, e))
-            n += 1
-    decorated.sort()  # (running max, position) is unique, so entries are never compared
-    return [t[2] for t in decorated], False
+            tops.append(top)
+    # a stable sort of positions on the running maximum alone: equal maxima only occur
+    # within one stream, where position order is stream order
+    order = sorted(range(len(flat)), key=tops.__getitem__)
+    return [flat[i] for i in order], False
 
 
-def classify_entries(state: State) -> dict[str, bool]:
-    """Walk every root's order, label each running entry and update the state's tables."""
+def classify_entries(state: State, apply: bool = True) -> dict[str, bool]:
+    """Walk every root's order, label each running entry and, when apply is set, update
+    the state's tables (the cycle's final labelling only reports them)."""
     tree = state.tree
     direct: dict[str, list[Entry]] = {}
     now = state.now
-    for e in state.entries.values():
-        if e.okey is None:  # the key never changes within a cycle (see rank)
+    entries = state.entries
+    # Feed the per-quota sorts the previous classification's order where there is one: the
+    # keys never change within a cycle (see rank), so the lists come out the same, and
+    # nearly sorted runs cost timsort a single pass.
+    prior = state.class_order
+    if prior:
+        seen: set[str] = set()
+        feed: list[Entry] = []
+        for e in prior:
+            name = e.w.name
+            if entries.get(name) is e:
+                feed.append(e)
+                seen.add(name)
+        if len(seen) != len(entries):
+            feed.extend(e for name, e in entries.items() if name not in seen)
+    else:
+        feed = list(entries.values())
+    for e in feed:
+        if e.okey is None:
             e.okey = rank(e, now)
         lst = direct.get(e.w.quota)
         if lst is None:
             direct[e.w.quota] = [e]
         else:
             lst.append(e)
+    order: list[Entry] = []
     for lst in direct.values():
         lst.sort(key=_OKEY)
+        order.extend(lst)
+    state.class_order = order
     result: dict[str, bool] = {}
     # (quota, pool) -> In-Quota usage of the subtree, filled as the walk admits entries
     inq: dict[tuple[str, str], list[int]] = {}
@@ -163,11 +189,12 @@ def classify_entries(state: State) -> dict[str, bool]:
                         u[1] += ac
                         u[2] += am
             result[w.name] = ok
-    state.relabel(result, inq)
+    if apply:
+        state.relabel(result, inq)
     return result
 
 
 def classify(snapshot: Snapshot) -> dict[str, bool]:
     """Label every running workload of a snapshot: True = In Quota."""
     state = State(snapshot)
-    return classify_entries(state)
+    return classify_entries(state, apply=False)

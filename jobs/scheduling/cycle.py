@@ -244,7 +244,7 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     new = cycle.new
     waiting = cycle.waiting
     # 7. Result: relabel the final running set and explain every workload left waiting.
-    classification = classify_entries(state)
+    classification = classify_entries(state, apply=False)
     admitted = tuple(
         Admission(name, classification.get(name, False), tuple(pl))
         for name, pl in new.items()

@@ -169,6 +169,8 @@ class State:
         self.merged_cache: dict[tuple[str, tuple[tuple[str, bool], ...]], list[Entry]] = {}
         self.merged_by_group: dict[tuple[str, str, bool], list[list[Entry]]] = {}
         self.generation = 0
+        # the running entries in the last classification's per-quota order (see classify)
+        self.class_order: list[Entry] = []
         # workloads started this cycle; a victim among them is displaced (its admission is
         # withdrawn and it waits again), unless it already evicted someone (shielded)
         self.fresh: set[str] = set()
