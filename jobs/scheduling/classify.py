@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import attrgetter
+from typing import Any
 
 from .snapshot import Entry, State
 from .tree import QuotaTree
@@ -11,6 +12,8 @@ from .types import Snapshot
 
 OrderKey = tuple[bool, int, float, float, str]
 _OKEY = attrgetter("okey")  # order_key without a Python-level call, for sorting
+# position in the classification's global order_key order: the same order, compared as ints
+_ORANK = attrgetter("orank")
 
 
 def order_key(e: Entry) -> OrderKey:
@@ -49,21 +52,29 @@ def subtree_order(tree: QuotaTree, quota: str, direct: dict[str, list[Entry]]) -
 
 
 def ordered(
-    tree: QuotaTree, quota: str, direct: dict[str, list[Entry]]
+    tree: QuotaTree,
+    quota: str,
+    direct: dict[str, list[Entry]],
+    key: Callable[[Entry], Any] = _OKEY,
 ) -> tuple[list[Entry], bool]:
-    """subtree_order as a list, and whether it happens to be sorted by order_key."""
+    """subtree_order as a list, and whether it happens to be sorted by order_key.
+
+    key is order_key or anything ordering the entries the same way (see _ORANK).
+    """
     own = direct.get(quota, [])
-    kids = [ordered(tree, c, direct) for c in tree.children[quota]]
+    kids = [ordered(tree, c, direct, key) for c in tree.children[quota]]
     kids = [k for k in kids if k[0]]
     if not kids:
         return own, True
     if tree.quotas[quota].child_preemption:
-        merged = _merge(kids)
+        merged = _merge(kids, key)
         return (own + merged[0], False) if own else merged
-    return _merge([(own, True), *kids])
+    return _merge([(own, True), *kids], key)
 
 
-def _merge(streams: list[tuple[list[Entry], bool]]) -> tuple[list[Entry], bool]:
+def _merge(
+    streams: list[tuple[list[Entry], bool]], key: Callable[[Entry], Any] = _OKEY
+) -> tuple[list[Entry], bool]:
     """What heapq.merge(*streams, key=order_key) yields, by one stable sort.
 
     A merge by heads emits an element that ranks ahead of an earlier one of its own stream
@@ -79,19 +90,18 @@ def _merge(streams: list[tuple[list[Entry], bool]]) -> tuple[list[Entry], bool]:
         return streams[0]
     if all(ok for _, ok in streams):
         out = [e for lst, _ in streams for e in lst]
-        out.sort(key=_OKEY)  # runs already sorted: timsort merges them
+        out.sort(key=key)  # runs already sorted: timsort merges them
         return out, True
     flat: list[Entry] = []
-    tops: list[OrderKey] = []
+    tops: list[Any] = []
     for lst, is_sorted in streams:
         flat.extend(lst)
         if is_sorted:
-            tops.extend(map(_OKEY, lst))
+            tops.extend(map(key, lst))
             continue
-        top: OrderKey | None = None
+        top: Any = None
         for e in lst:
-            k = e.okey
-            assert k is not None
+            k = key(e)
             if top is None or k > top:
                 top = k
             tops.append(top)
@@ -108,35 +118,36 @@ def classify_entries(state: State, apply: bool = True) -> dict[str, bool]:
     direct: dict[str, list[Entry]] = {}
     now = state.now
     entries = state.entries
-    # Feed the per-quota sorts the previous classification's order where there is one: the
-    # keys never change within a cycle (see rank), so the lists come out the same, and
-    # nearly sorted runs cost timsort a single pass.
+    # Every running entry in order_key order. The keys never change within a cycle (see
+    # rank), so a later classification keeps the previous order of the entries still
+    # running and merges in the new ones (two sorted runs: one timsort merge).
     prior = state.class_order
     if prior:
-        seen: set[str] = set()
-        feed: list[Entry] = []
-        for e in prior:
-            name = e.w.name
-            if entries.get(name) is e:
-                feed.append(e)
-                seen.add(name)
-        if len(seen) != len(entries):
-            feed.extend(e for name, e in entries.items() if name not in seen)
+        order = [e for e in prior if entries.get(e.w.name) is e]
+        if len(order) != len(entries):
+            seen = {e.w.name for e in order}
+            extra = [e for name, e in entries.items() if name not in seen]
+            for e in extra:
+                if e.okey is None:
+                    e.okey = rank(e, now)
+            extra.sort(key=_OKEY)
+            order.extend(extra)
+            order.sort(key=_OKEY)
     else:
-        feed = list(entries.values())
-    for e in feed:
-        if e.okey is None:
-            e.okey = rank(e, now)
+        order = list(entries.values())
+        for e in order:
+            if e.okey is None:
+                e.okey = rank(e, now)
+        order.sort(key=_OKEY)
+    state.class_order = order
+    # per-quota lists come out sorted; merges compare positions instead of key tuples
+    for i, e in enumerate(order):
+        e.orank = i
         lst = direct.get(e.w.quota)
         if lst is None:
             direct[e.w.quota] = [e]
         else:
             lst.append(e)
-    order: list[Entry] = []
-    for lst in direct.values():
-        lst.sort(key=_OKEY)
-        order.extend(lst)
-    state.class_order = order
     result: dict[str, bool] = {}
     # (quota, pool) -> In-Quota usage of the subtree, filled as the walk admits entries
     inq: dict[tuple[str, str], list[int]] = {}
@@ -146,7 +157,7 @@ def classify_entries(state: State, apply: bool = True) -> dict[str, bool]:
     mins = tree.mins
     chains = tree.chain
     for root in tree.roots():
-        for e in ordered(tree, root, direct)[0]:
+        for e in ordered(tree, root, direct, _ORANK)[0]:
             w = e.w
             if w.idle == "idle_only":
                 result[w.name] = False

@@ -99,7 +99,17 @@ class PoolIndex:
 class Entry:
     """A running workload inside the working state."""
 
-    __slots__ = ("w", "placements", "in_quota", "pool_counts", "req", "new_from", "key", "okey")
+    __slots__ = (
+        "w",
+        "placements",
+        "in_quota",
+        "pool_counts",
+        "req",
+        "new_from",
+        "key",
+        "okey",
+        "orank",
+    )
 
     def __init__(self, w: Workload, placements: list[Placement], in_quota: bool) -> None:
         self.w = w
@@ -113,6 +123,8 @@ class Entry:
         self.key: tuple[int, bool, float, float, str] | None = None
         # classification order key (see classify.rank), set by each classification
         self.okey: tuple[bool, int, float, float, str] | None = None
+        # position of okey in the classification's order of all running entries
+        self.orank = 0
 
 
 class State:
