@@ -77,52 +77,76 @@ def allocation_figure(series: UsageSeries, *, capacity: int | None = None) -> go
     xs = [[plot_time(at) for at in quota.at] for quota in series.quotas]
     for field, label in (("in_quota", "In Quota"), ("borrowed", "borrowed")):
         for index, quota in enumerate(series.quotas):
-            solid, light = _colours(index)
-            borrowed = field == "borrowed"
             traces.append(
-                go.Scatter(
-                    x=xs[index],
-                    y=getattr(quota, field),
+                _band(
+                    xs[index],
+                    quota,
+                    field,
                     name=f"{quota.name} · {label}",
+                    colours=_colours(index),
                     legendgroup=quota.name,
-                    stackgroup="gpus",
-                    mode="lines",
-                    line={"width": 0.6, "color": solid},
-                    fillcolor=light if borrowed else solid,
-                    fillpattern={"shape": "/", "fgcolor": solid, "size": 6, "solidity": 0.25}
-                    if borrowed
-                    else None,
-                    hovertemplate="%{y:.1f} GPUs",
-                    meta={"quota": quota.quota_id, "field": field},
                 )
             )
     layout = _time_layout(series, title="GPU allocation, last 24 hours", y_title="GPUs")
     if capacity:
-        gpus = capacity / MILLI
-        layout["shapes"] = [
-            {
-                "type": "line",
-                "xref": "paper",
-                "x0": 0,
-                "x1": 1,
-                "y0": gpus,
-                "y1": gpus,
-                "line": {"color": "#b42318", "width": 1.5, "dash": "dash"},
-            }
-        ]
-        layout["annotations"] = [
-            {
-                "xref": "paper",
-                "x": 1,
-                "y": gpus,
-                "xanchor": "right",
-                "yanchor": "bottom",
-                "text": f"schedulable capacity {gpus:g}",
-                "showarrow": False,
-                "font": {"color": "#b42318", "size": 11},
-            }
-        ]
+        _level(layout, capacity / MILLI, "schedulable capacity", "#b42318")
     return go.Figure(data=traces, layout=layout)
+
+
+def _band(
+    x: Any,
+    quota: Any,
+    field: str,
+    *,
+    name: str,
+    colours: tuple[str, str],
+    legendgroup: str | None = None,
+) -> go.Scatter:
+    """One stacked band of an allocation chart: In Quota solid, borrowed hatched."""
+    solid, light = colours
+    borrowed = field == "borrowed"
+    return go.Scatter(
+        x=x,
+        y=getattr(quota, field),
+        name=name,
+        legendgroup=legendgroup,
+        stackgroup="gpus",
+        mode="lines",
+        line={"width": 0.6, "color": solid},
+        fillcolor=light if borrowed else solid,
+        fillpattern={"shape": "/", "fgcolor": solid, "size": 6, "solidity": 0.25}
+        if borrowed
+        else None,
+        hovertemplate="%{y:.1f} GPUs",
+        meta={"quota": quota.quota_id, "field": field},
+    )
+
+
+def _level(layout: dict[str, Any], gpus: float, text: str, colour: str) -> None:
+    """A dashed horizontal line across the chart, labelled at its right end."""
+    layout["shapes"] = [
+        {
+            "type": "line",
+            "xref": "paper",
+            "x0": 0,
+            "x1": 1,
+            "y0": gpus,
+            "y1": gpus,
+            "line": {"color": colour, "width": 1.5, "dash": "dash"},
+        }
+    ]
+    layout["annotations"] = [
+        {
+            "xref": "paper",
+            "x": 1,
+            "y": gpus,
+            "xanchor": "right",
+            "yanchor": "bottom",
+            "text": f"{text} {gpus:g}",
+            "showarrow": False,
+            "font": {"color": colour, "size": 11},
+        }
+    ]
 
 
 def share_figure(allocation: Allocation) -> go.Figure:
@@ -218,55 +242,15 @@ def quota_allocation_figure(series: UsageSeries, *, guaranteed: int | None = Non
     `series` holds the one quota (jobs.usage_selectors.quota_usage_series); `guaranteed` is
     its min in milli-GPU over its node pools.
     """
-    solid, light = _colours(0)
     traces = []
     for quota in series.quotas:
         at = [plot_time(t) for t in quota.at]
         for field, label in (("in_quota", "In Quota"), ("borrowed", "borrowed")):
-            borrowed = field == "borrowed"
-            traces.append(
-                go.Scatter(
-                    x=at,
-                    y=getattr(quota, field),
-                    name=label,
-                    stackgroup="gpus",
-                    mode="lines",
-                    line={"width": 0.6, "color": solid},
-                    fillcolor=light if borrowed else solid,
-                    fillpattern={"shape": "/", "fgcolor": solid, "size": 6, "solidity": 0.25}
-                    if borrowed
-                    else None,
-                    hovertemplate="%{y:.1f} GPUs",
-                    meta={"quota": quota.quota_id, "field": field},
-                )
-            )
+            traces.append(_band(at, quota, field, name=label, colours=_colours(0)))
     name = series.quotas[0].name if series.quotas else "Quota"
     layout = _time_layout(series, title=f"{name}: GPU allocation, last 24 hours", y_title="GPUs")
     if guaranteed:
-        gpus = guaranteed / MILLI
-        layout["shapes"] = [
-            {
-                "type": "line",
-                "xref": "paper",
-                "x0": 0,
-                "x1": 1,
-                "y0": gpus,
-                "y1": gpus,
-                "line": {"color": "#067647", "width": 1.5, "dash": "dash"},
-            }
-        ]
-        layout["annotations"] = [
-            {
-                "xref": "paper",
-                "x": 1,
-                "y": gpus,
-                "xanchor": "right",
-                "yanchor": "bottom",
-                "text": f"guaranteed {gpus:g}",
-                "showarrow": False,
-                "font": {"color": "#067647", "size": 11},
-            }
-        ]
+        _level(layout, guaranteed / MILLI, "guaranteed", "#067647")
     return go.Figure(data=traces, layout=layout)
 
 
