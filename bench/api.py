@@ -149,23 +149,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--submits", type=int, default=200)
-    parser.add_argument(
-        "--immediate",
-        action="store_true",
-        help="open SQLite transactions with BEGIN IMMEDIATE (a proposed setting)",
-    )
     args = parser.parse_args()
 
     scratch = Path(tempfile.mkdtemp(prefix="tidepool-bench-api-"))
     settings_module = "console.settings.local"
-    if args.immediate:
-        (scratch / "bench_settings.py").write_text(
-            "from console.settings.local import *  # noqa: F403\n"
-            "from console.settings.local import DATABASES\n"
-            'DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"\n'
-        )
-        settings_module = "bench_settings"
-        sys.path.insert(0, str(scratch))
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(scratch), os.environ.get("PYTHONPATH", "")]),
@@ -228,7 +215,7 @@ def main() -> None:
         json.dumps(
             {
                 "mode": "embedded: SQLite, Daphne (manage.py serve), in-process runner",
-                "sqlite_transaction_mode": "IMMEDIATE" if args.immediate else "default",
+                "sqlite": "WAL, IMMEDIATE transactions (console.settings.base)",
                 "jobs": args.jobs,
                 "workspaces": len(WORKSPACES),
                 "clients": args.clients,
