@@ -221,13 +221,22 @@ def _best_node(
     """The node where the shortest prefix of victims makes one replica fit."""
     state = a.state
     by_node: dict[str, list[Entry]] = {}
+    # nodes where some candidate holds GPU: elsewhere evictions free CPU and memory only
+    gpu_nodes: set[str] = set()
     for e in remaining:
+        holds_gpu = e.req[0] > 0
         for p in e.placements:
             lst = by_node.setdefault(p.node, [])
             if not lst or lst[-1] is not e:
                 lst.append(e)
+            if holds_gpu:
+                gpu_nodes.add(p.node)
+    # the best is the least (victim count, their victim keys, node); nodes come in order,
+    # so a later node wins on fewer victims or on smaller keys only; keys are computed
+    # only when two counts tie
     best: list[Entry] | None = None
-    best_key: tuple[int, list[tuple[int, bool, float, float, str]], str] | None = None
+    best_len = 0
+    best_keys: list[VictimKey] | None = None
     g, rc, rm = req
     need_full = g // MILLI if g >= MILLI else 0
     nodes = state.nodes
@@ -236,15 +245,23 @@ def _best_node(
         ns = nodes[node]
         if ns.pool != a.pool or not ns.schedulable:
             continue
+        # without a GPU-holding candidate here the GPU condition below can only hold if it
+        # holds already
+        if (
+            g
+            and node not in gpu_nodes
+            and (ns.full < need_full if g >= MILLI else not ns.full and max(ns.dev, default=0) < g)
+        ):
+            continue
         dev = list(ns.dev)
         cpu, mem = ns.cpu, ns.mem
         # what devices_on(dev, g) needs, kept up to date as victims free devices: the count
         # of whole free devices, and the largest free share of one device
         full = ns.full
-        top = max(dev) if dev else 0
+        top = MILLI if full else max(dev, default=0)
         picked: list[Entry] = []
         for v in by_node[node]:
-            if best_key is not None and len(picked) >= best_key[0]:
+            if best is not None and len(picked) >= best_len:
                 break
             if not allowed(a, v):
                 continue
@@ -267,8 +284,13 @@ def _best_node(
                 and mem >= rm
                 and (g == 0 or (full >= need_full if g >= MILLI else top >= g))
             ):
-                key = (len(picked), [victim_key(state, x) for x in picked], node)
-                if best_key is None or key < best_key:
-                    best, best_key = list(picked), key
+                if best is None or len(picked) < best_len:
+                    best, best_len, best_keys = list(picked), len(picked), None
+                else:
+                    if best_keys is None:
+                        best_keys = [victim_key(state, x) for x in best]
+                    keys = [victim_key(state, x) for x in picked]
+                    if keys < best_keys:
+                        best, best_keys = list(picked), keys
                 break
     return best
