@@ -98,11 +98,13 @@ def stream(kind: PreemptionKind, a: Attempt) -> Iterator[Entry]:
     me = a.w.name
     shielded = state.shielded
     entries = state.entries
+    below = a.below
     for e in merged_groups(state, a.pool, tuple(kind.candidates(a))):
-        name = e.w.name
-        if a.below is not None and e.w.priority >= a.below:
+        w = e.w
+        if below is not None and w.priority >= below:
             return  # sorted by priority: nothing further qualifies
-        if name == me or name in shielded or entries.get(name) is not e:
+        name = w.name
+        if entries.get(name) is not e or name == me or name in shielded:
             continue
         yield e
 
