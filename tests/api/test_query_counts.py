@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import Prefetch
 from django.test.utils import CaptureQueriesContext
 
 from jobs.choices import Kind, PodStatus, Status
 from jobs.models import Pod, UsageSample, Workload, WorkloadEvent
 from quotas.amounts import Amounts
-from quotas.models import Node, Quota
+from quotas.models import Node, NodePool, Quota
 from quotas.services.quotas import quota_create
 
 pytestmark = pytest.mark.django_db
@@ -112,3 +114,67 @@ def test_list_queries_stay_constant_from_10_to_1000_rows(
     large = {url: _count(client, url) for url in LISTS}
     assert large == small
     assert max(small.values()) <= 12
+
+
+def _vary(demo: Any, clock: Any) -> None:
+    """Rows that exercise every value the list shows: fractions, nulls, pools, pods."""
+    extra = NodePool.objects.create(
+        resource_pool=demo.resource_pool, name="a-first", gpu_model="H100"
+    )
+    node = Node.objects.first()
+    for i, w in enumerate(Workload.objects.order_by("id")):
+        w.gpu = (500, 1000, 250, 0, 1001)[i % 5]
+        w.in_quota = (None, True, False)[i % 3]
+        w.hang_minutes = None if i % 2 else 7
+        w.max_duration = None if i % 2 else 3600
+        w.idle_stop_minutes = 5 if i % 3 else None
+        w.progress = 12.5 * i
+        w.started_at = None if i % 4 == 0 else clock.now()
+        w.ended_at = clock.now() + timedelta(microseconds=i) if i % 3 == 0 else None
+        w.status_reason = "" if i % 2 else "why ✓"
+        w.save()
+        if i % 2:
+            w.node_pools.add(extra)
+        Pod.objects.create(
+            workload=w,
+            index=1,
+            attempt=i % 2,
+            node=None if i % 2 else node,
+            status=PodStatus.FAILED,
+            exit_code=None if i % 2 else 3,
+            reason="r",
+            created_at=clock.now(),
+            started_at=clock.now(),
+        )
+
+
+@pytest.mark.parametrize("path", ["jobs", "services", "instances"])
+def test_list_rows_show_what_the_model_serializers_show(
+    api: Any, demo: Any, admin: Any, bob: Any, clock: Any, path: str
+) -> None:
+    """The list builds rows from values(); they match the declared serializer value for value."""
+    from rest_framework.renderers import JSONRenderer
+
+    from jobs.api import serializers as s
+
+    _seed(demo, bob, clock, 30)
+    _vary(demo, clock)
+    serializer, kind = {
+        "jobs": (s.JobSerializer, Kind.TRAINING),
+        "services": (s.ServiceSerializer, Kind.INFERENCE),
+        "instances": (s.InstanceSerializer, Kind.INTERACTIVE),
+    }[path]
+    pods = Pod.objects.select_related("node").order_by("index", "attempt")
+    rows = (
+        Workload.objects.filter(kind=kind)
+        .select_related("workspace", "quota", "owner")
+        .prefetch_related("node_pools", Prefetch("pods", queryset=pods))
+    )
+    expected = json.loads(JSONRenderer().render(serializer(rows, many=True).data))
+    response = api(admin).get(f"/api/v1/{path}/?page_size=1000")
+    assert response.status_code == 200
+    assert response.json()["results"] == expected
+    assert len(expected) >= 10
+    page = api(bob).get(f"/api/v1/{path}/?page_size=4&page=2").json()
+    assert page["results"] == expected[4:8]
+    assert page["count"] == len(expected)

@@ -1,0 +1,171 @@
+"""Workload list pages built from ``.values()`` rows, as the list serializers would show them.
+
+A page of 50 through ``ModelSerializer`` builds about 100 model instances and calls a DRF
+field per value; here each page is five narrow queries (ids of the page in order, the rows,
+their node pools, their pods) and one converter per value. The plan of fields comes from the
+list serializer itself, so the JSON keeps its fields, their order and their values (a test
+compares both ways on every kind).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from rest_framework import ISO_8601, relations, serializers
+from rest_framework import fields as f
+from rest_framework.settings import api_settings
+
+from console.api import GPUField
+from jobs.models import Pod, Workload
+
+Convert = Callable[[Any], Any]
+# Values that come straight out of the database as the JSON shows them.
+_SAME: tuple[type[f.Field], ...] = (f.CharField, f.ChoiceField)  # type: ignore[type-arg]
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _gpu(value: int) -> float | int:
+    """GPUField's representation; whole GPUs (the common case) without Decimal."""
+    whole, rest = divmod(int(value), 1000)
+    if rest == 0:
+        return whole
+    return GPUField().to_representation(value)
+
+
+class _Datetimes:
+    """DateTimeField's ISO 8601 representation in the request's time zone."""
+
+    def __init__(self) -> None:
+        self.zone = f.DateTimeField().default_timezone()
+
+    def __call__(self, value: datetime) -> str:
+        if self.zone is not None and value.tzinfo is not None:
+            value = value.astimezone(self.zone)
+        text = value.isoformat()
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def _datetime_marker(value: Any) -> Any:  # pragma: no cover - replaced by _Datetimes
+    raise AssertionError("replaced per request")
+
+
+def _converter(field: f.Field) -> Convert:  # type: ignore[type-arg]
+    """The function that shows one stored value as `field` does (exact types only)."""
+    kind = type(field)
+    if kind is GPUField:
+        return _gpu
+    if (
+        kind is f.DateTimeField
+        and api_settings.DATETIME_FORMAT == ISO_8601
+        and getattr(field, "format", f.empty) is f.empty
+        and not hasattr(field, "timezone")
+    ):
+        return _datetime_marker
+    if kind is f.IntegerField:
+        return int
+    if kind is f.FloatField:
+        return float
+    if kind is f.BooleanField:
+        return bool
+    if kind in _SAME:
+        return _identity
+    if kind is relations.SlugRelatedField:
+        return _identity
+    return field.to_representation
+
+
+Plan = tuple[tuple[str, str | None, Convert | None], ...]
+
+
+@cache
+def _fields_plan(
+    serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
+    computed: tuple[str, ...],
+) -> Plan:
+    """(field name, values() key or None when computed here, converter) in the JSON's order.
+
+    Derived from the serializer class alone (code, not data), so it is built once.
+    """
+    plan: list[tuple[str, str | None, Convert | None]] = []
+    for name, field in serializer_class().fields.items():
+        if name in computed:
+            plan.append((name, None, None))
+        elif isinstance(field, relations.SlugRelatedField):
+            plan.append((name, f"{field.source}__{field.slug_field}", _identity))
+        else:
+            plan.append((name, field.source, _converter(field)))
+    return tuple(plan)
+
+
+def _plan(
+    serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
+    computed: tuple[str, ...],
+    datetimes: _Datetimes,
+) -> Plan:
+    """The class's plan with datetimes shown in this request's time zone."""
+    return tuple(
+        (name, key, datetimes if convert is _datetime_marker else convert)
+        for name, key, convert in _fields_plan(serializer_class, computed)
+    )
+
+
+def _build(
+    plan: Plan,
+    row: dict[str, Any],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, key, convert in plan:
+        if key is None:
+            out[name] = extra[name]
+            continue
+        value = row[key]
+        out[name] = None if value is None or convert is None else convert(value)
+    return out
+
+
+def workload_rows(
+    ids: Iterable[int],
+    serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
+    pod_serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
+) -> list[dict[str, Any]]:
+    """The page `ids` (in this order) as `serializer_class` shows them, in three queries."""
+    ids = list(ids)
+    if not ids:
+        return []
+    datetimes = _Datetimes()
+    plan = _plan(serializer_class, ("pods", "node_pools"), datetimes)
+    pod_plan = _plan(pod_serializer_class, ("name",), datetimes)
+
+    keys = sorted({key for _, key, _ in plan if key is not None} | {"id"})
+    rows = {r["id"]: r for r in Workload.objects.filter(pk__in=ids).order_by().values(*keys)}
+
+    pools: dict[int, list[str]] = defaultdict(list)
+    through = Workload.node_pools.through
+    for workload_id, pool in (
+        through.objects.filter(workload_id__in=ids)
+        .order_by("nodepool__name")
+        .values_list("workload_id", "nodepool__name")
+    ):
+        pools[workload_id].append(pool)
+
+    pod_keys = sorted({key for _, key, _ in pod_plan if key is not None} | {"workload_id"})
+    pods: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for pod in (
+        Pod.objects.filter(workload_id__in=ids).order_by("index", "attempt").values(*pod_keys)
+    ):
+        name = f"tp-{pod['workload_id']}-{pod['index']}-{pod['attempt']}"
+        pods[pod["workload_id"]].append(_build(pod_plan, pod, {"name": name}))
+
+    return [
+        _build(plan, rows[pk], {"pods": pods.get(pk, []), "node_pools": pools.get(pk, [])})
+        for pk in ids
+        if pk in rows
+    ]
