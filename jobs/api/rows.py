@@ -27,10 +27,6 @@ Convert = Callable[[Any], Any]
 _SAME: tuple[type[f.Field], ...] = (f.CharField, f.ChoiceField)  # type: ignore[type-arg]
 
 
-def _identity(value: Any) -> Any:
-    return value
-
-
 def _gpu(value: int) -> float | int:
     """GPUField's representation; whole GPUs (the common case) without Decimal."""
     whole, rest = divmod(int(value), 1000)
@@ -56,8 +52,8 @@ def _datetime_marker(value: Any) -> Any:  # pragma: no cover - replaced by _Date
     raise AssertionError("replaced per request")
 
 
-def _converter(field: f.Field) -> Convert:  # type: ignore[type-arg]
-    """The function that shows one stored value as `field` does (exact types only)."""
+def _converter(field: f.Field) -> Convert | None:  # type: ignore[type-arg]
+    """The function that shows one stored value as `field` does; None: as stored."""
     kind = type(field)
     if kind is GPUField:
         return _gpu
@@ -74,14 +70,12 @@ def _converter(field: f.Field) -> Convert:  # type: ignore[type-arg]
         return float
     if kind is f.BooleanField:
         return bool
-    if kind in _SAME:
-        return _identity
-    if kind is relations.SlugRelatedField:
-        return _identity
+    if kind in _SAME or kind is relations.SlugRelatedField:
+        return None
     return field.to_representation
 
 
-Plan = tuple[tuple[str, str | None, Convert | None], ...]
+Plan = tuple[tuple[str, str, Convert | None], ...]
 
 
 @cache
@@ -89,18 +83,18 @@ def _fields_plan(
     serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
     computed: tuple[str, ...],
 ) -> Plan:
-    """(field name, values() key or None when computed here, converter) in the JSON's order.
+    """(field name, values() key, converter) in the JSON's order; computed here: ``=name``.
 
     Derived from the serializer class alone (code, not data), so it is built once.
     """
-    plan: list[tuple[str, str | None, Convert | None]] = []
+    plan: list[tuple[str, str, Convert | None]] = []
     for name, field in serializer_class().fields.items():
         if name in computed:
-            plan.append((name, None, None))
+            plan.append((name, f"={name}", None))
         elif isinstance(field, relations.SlugRelatedField):
-            plan.append((name, f"{field.source}__{field.slug_field}", _identity))
+            plan.append((name, f"{field.source}__{field.slug_field}", None))
         else:
-            plan.append((name, field.source, _converter(field)))
+            plan.append((name, field.source or name, _converter(field)))
     return tuple(plan)
 
 
@@ -116,19 +110,12 @@ def _plan(
     )
 
 
-def _build(
-    plan: Plan,
-    row: dict[str, Any],
-    extra: dict[str, Any],
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, key, convert in plan:
-        if key is None:
-            out[name] = extra[name]
-            continue
-        value = row[key]
-        out[name] = None if value is None or convert is None else convert(value)
-    return out
+def _build(plan: Plan, row: dict[str, Any]) -> dict[str, Any]:
+    """One object of the JSON: each value as stored (None stays None) or converted."""
+    return {
+        name: value if (value := row[key]) is None or convert is None else convert(value)
+        for name, key, convert in plan
+    }
 
 
 def workload_rows(
@@ -144,7 +131,7 @@ def workload_rows(
     plan = _plan(serializer_class, ("pods", "node_pools"), datetimes)
     pod_plan = _plan(pod_serializer_class, ("name",), datetimes)
 
-    keys = sorted({key for _, key, _ in plan if key is not None} | {"id"})
+    keys = sorted({key for _, key, _ in plan if key[0] != "="} | {"id"})
     rows = {r["id"]: r for r in Workload.objects.filter(pk__in=ids).order_by().values(*keys)}
 
     pools: dict[int, list[str]] = defaultdict(list)
@@ -156,16 +143,19 @@ def workload_rows(
     ):
         pools[workload_id].append(pool)
 
-    pod_keys = sorted({key for _, key, _ in pod_plan if key is not None} | {"workload_id"})
+    pod_keys = sorted({key for _, key, _ in pod_plan if key[0] != "="} | {"workload_id"})
     pods: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for pod in (
         Pod.objects.filter(workload_id__in=ids).order_by("index", "attempt").values(*pod_keys)
     ):
-        name = f"tp-{pod['workload_id']}-{pod['index']}-{pod['attempt']}"
-        pods[pod["workload_id"]].append(_build(pod_plan, pod, {"name": name}))
+        pod["=name"] = f"tp-{pod['workload_id']}-{pod['index']}-{pod['attempt']}"
+        pods[pod["workload_id"]].append(_build(pod_plan, pod))
 
-    return [
-        _build(plan, rows[pk], {"pods": pods.get(pk, []), "node_pools": pools.get(pk, [])})
-        for pk in ids
-        if pk in rows
-    ]
+    page = []
+    for pk in ids:
+        row = rows.get(pk)
+        if row is not None:
+            row["=pods"] = pods.get(pk, [])
+            row["=node_pools"] = pools.get(pk, [])
+            page.append(_build(plan, row))
+    return page
