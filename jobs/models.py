@@ -79,6 +79,8 @@ class Workload(models.Model):
             models.Index(fields=["workspace", "status"]),
             models.Index(fields=["status"]),
             models.Index(fields=["kind", "status"]),
+            # Lists show a workspace's workloads of one kind, newest first.
+            models.Index(fields=["workspace", "kind", "-submitted_at", "-id"], name="list_order"),
         ]
 
     def __str__(self) -> str:
