@@ -164,40 +164,6 @@ def classify_entries(state: State, apply: bool = True) -> dict[str, bool]:
                 continue
             g, c, m = e.req
             pc = e.pool_counts
-            if len(pc) == 1:
-                # one pool (the common case): the loop below without its bookkeeping
-                ((pool, count),) = pc.items()
-                key = (w.quota, pool)
-                chk = rows.get(key)
-                if chk is None:
-                    chk = rows[key] = []
-                    for a in chains[w.quota]:
-                        u = inq.get((a, pool))
-                        if u is None:
-                            u = inq[(a, pool)] = [0, 0, 0]
-                        chk.append((mins[a].get(pool), u))
-                ag, ac, am = g * count, c * count, m * count
-                ok = True
-                for limit, u in chk:
-                    if limit is None:
-                        if ag > 0:
-                            ok = False
-                            break
-                        continue
-                    if (
-                        u[0] + ag > limit[0]
-                        or (ac and limit[1] and u[1] + ac > limit[1])
-                        or (am and limit[2] and u[2] + am > limit[2])
-                    ):
-                        ok = False
-                        break
-                if ok:
-                    for _, u in chk:
-                        u[0] += ag
-                        u[1] += ac
-                        u[2] += am
-                result[w.name] = ok
-                continue
             checks = []
             ok = True
             for pool, count in pc.items():
