@@ -130,9 +130,13 @@ def _create(
     shape: Shape,
     node_pools: Sequence[NodePool],
     now: datetime | None,
+    peak_replicas: int | None = None,
     **fields: Any,
 ) -> Workload:
-    """Validate and create any kind of workload, then ask for a cycle."""
+    """Validate and create any kind of workload, then ask for a cycle.
+
+    The Resource Usage caps apply to `peak_replicas` (a service's max), else to its replicas.
+    """
     now = now or clock.now()
     name = _check_name(workspace, name)
     _check_shape(shape, kind)
@@ -141,7 +145,7 @@ def _create(
         actor=actor,
         workspace=workspace,
         quota=quota,
-        total_gpu=shape.gpu * shape.replicas,
+        total_gpu=shape.gpu * (peak_replicas or shape.replicas),
         priority=shape.priority,
     )
     workload = Workload.objects.create(
@@ -263,13 +267,6 @@ def service_create(
             f"Replicas {shape.replicas} must be within {min_replicas}..{max_replicas}.",
             field="replicas",
         )
-    check_usage_rules(
-        actor=actor,
-        workspace=workspace,
-        quota=quota,
-        total_gpu=shape.gpu * max_replicas,
-        priority=shape.priority,
-    )
     return _create(
         actor=actor,
         workspace=workspace,
@@ -279,6 +276,7 @@ def service_create(
         shape=shape,
         node_pools=node_pools,
         now=now,
+        peak_replicas=max_replicas,
         min_replicas=min_replicas,
         max_replicas=max_replicas,
         image=image,

@@ -159,3 +159,27 @@ def test_scale_preview_lists_jobs_that_would_become_not_in_quota(bob, submit, ti
         scale_preview(quota, {demo.node_pool: Amounts(min_gpu=48_000)}, now=first.submitted_at)
         == []
     )
+
+
+def test_a_service_is_capped_at_its_max_replicas_not_its_first_target(demo, alice, clock) -> None:
+    from console.errors import DomainError
+    from jobs.services.workloads import Shape, service_create
+    from workspaces.models import ResourceUsageRule
+
+    ResourceUsageRule.objects.filter(workspace=demo.workspaces["workspace_a"]).update(
+        max_gpus=16_000
+    )
+    with pytest.raises(DomainError) as refused:
+        service_create(
+            actor=alice,
+            workspace=demo.workspaces["workspace_a"],
+            quota=demo.quotas["Quota 1"],
+            name="too-wide",
+            shape=Shape(replicas=1, gpu=8000),
+            node_pools=[demo.node_pool],
+            max_replicas=4,
+            now=clock.now(),
+        )
+    assert refused.value.field == "gpu"
+    assert "caps your role at 16 GPUs; this asks for 32" in refused.value.message
+    assert not Workload.objects.filter(name="too-wide").exists()
