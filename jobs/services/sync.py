@@ -158,12 +158,16 @@ def _sync(now: datetime, backend: Backend) -> int:
     pods = Pod.objects.select_related("workload__workspace", "workload__quota").in_bulk(
         [r.pod_id for r in reports]
     )
+    # Pods of one workload share one row object, so a restart applied for one pod's report
+    # is seen by the next report of the same workload.
+    workloads: dict[int, Workload] = {}
+    for fetched in pods.values():
+        fetched.workload = workloads.setdefault(fetched.workload_id, fetched.workload)
     applied = 0
     for report in reports:
         pod = pods.get(report.pod_id)
         if pod is None or pod.status not in LIVE_POD_STATUSES:
             continue  # already ended by the control loop: stale news
-        pod.workload.refresh_from_db()
         if pod.workload.status != Status.RUNNING:
             continue
         _apply(report, pod, now=now, backend=backend)
