@@ -150,3 +150,34 @@ def test_cordon_and_uncordon_a_node(demo: Demo, login: Any, admin: Any) -> None:
     client.post(reverse("nodes:schedulable", args=[node.pk]), {"schedulable": "1"})
     node.refresh_from_db()
     assert node.schedulable
+
+
+def test_pool_page_lists_nodes_a_page_at_a_time(
+    demo: Demo, login: Any, admin: Any, django_assert_max_num_queries: Any
+) -> None:
+    text = "name,pool,gpus,cpu,memory\n" + "".join(
+        f"t4-{i:03d},T4,4,32000,131072\n" for i in range(150)
+    )
+    nodes_import(resource_pool=demo.resource_pool, text=text)
+    pool = NodePool.objects.get(name="T4")
+    client = login(admin)
+    with django_assert_max_num_queries(9):
+        first = client.get(reverse("nodes:pool", args=[pool.pk])).content.decode()
+    assert first.count("<tr data-node=") == 100
+    assert 'data-node="t4-099"' in first and 'data-node="t4-100"' not in first
+    assert "Nodes 1–100 of 150 · page 1 of 2" in first
+    second = client.get(reverse("nodes:pool", args=[pool.pk]), {"page": 2}).content.decode()
+    assert second.count("<tr data-node=") == 50
+    assert 'data-node="t4-149"' in second and "‹ Previous" in second
+
+
+def test_cordon_returns_to_the_page_the_node_is_on(demo: Demo, login: Any, admin: Any) -> None:
+    text = "name,pool,gpus,cpu,memory\n" + "".join(
+        f"t4-{i:03d},T4,4,32000,131072\n" for i in range(120)
+    )
+    nodes_import(resource_pool=demo.resource_pool, text=text)
+    node = Node.objects.get(name="t4-110")
+    response = login(admin).post(
+        reverse("nodes:schedulable", args=[node.pk]), {"schedulable": "0", "page": "2"}
+    )
+    assert response["Location"] == reverse("nodes:pool", args=[node.node_pool_id]) + "?page=2"
