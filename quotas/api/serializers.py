@@ -128,7 +128,7 @@ class QuotaResourceSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class UsageSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    """Live GPUs of workloads submitted directly to the quota."""
+    """Live GPUs of the quota's subtree: a workload counts against its quota and every ancestor."""
 
     in_quota = GPUField(source="usage_in_quota", read_only=True, default=0)
     borrowed = GPUField(source="usage_borrowed", read_only=True, default=0)

@@ -23,7 +23,7 @@ from console.errors import DomainError
 from console.permissions import is_platform_admin
 from jobs import clock
 from quotas.api import serializers as s
-from quotas.api.queries import quotas_with_usage
+from quotas.api.queries import attach_usage, quotas_with_amounts
 from quotas.models import Node, NodePool, Quota, QuotaAudit, ResourcePool
 from quotas.selectors import quota_amounts, quota_scale_preview
 from quotas.services.nodes import (
@@ -166,12 +166,24 @@ class QuotaViewSet(ClusterViewSet):
     read_actions = frozenset({"preview"})
 
     def get_queryset(self) -> QuerySet[Any]:
-        """Amounts and live usage come with the page."""
-        return quotas_with_usage(super().get_queryset())
+        """Amounts per node pool come with the page."""
+        return quotas_with_amounts(super().get_queryset())
+
+    def get_object(self) -> Quota:
+        """The URL's quota with its subtree's live usage."""
+        quota: Quota = super().get_object()
+        attach_usage([quota])
+        return quota
+
+    def _fresh(self, quota: Quota) -> Quota:
+        """The quota as stored now, with its subtree's live usage."""
+        fresh: Quota = self.get_queryset().get(pk=quota.pk)
+        attach_usage([fresh])
+        return fresh
 
     def _answer(self, quota: Quota, code: int = status.HTTP_200_OK) -> Response:
         """The quota as stored now, with its version as ETag."""
-        fresh = self.get_queryset().get(pk=quota.pk)
+        fresh = self._fresh(quota)
         return with_etag(Response(s.QuotaSerializer(fresh).data, status=code), fresh.version)
 
     @extend_schema(parameters=[TREE], responses=s.QuotaTreeSerializer(many=True))
@@ -180,6 +192,7 @@ class QuotaViewSet(ClusterViewSet):
         queryset = self.filter_queryset(self.get_queryset())
         if request.query_params.get("view") == "tree":
             quotas = list(queryset)
+            attach_usage(quotas)
             ids = {q.pk for q in quotas}
             children: dict[int, list[Quota]] = {}
             for q in quotas:
@@ -191,7 +204,8 @@ class QuotaViewSet(ClusterViewSet):
             return Response(
                 {"count": len(roots), "next": None, "previous": None, "results": results}
             )
-        page = self.paginate_queryset(queryset)
+        page = self.paginate_queryset(queryset) or []
+        attach_usage(page)
         return self.get_paginated_response(s.QuotaSerializer(page, many=True).data)
 
     def retrieve(self, request: Request, pk: str | None = None) -> Response:
@@ -298,10 +312,9 @@ class QuotaViewSet(ClusterViewSet):
             cpu=values["cpu"],
             memory=values["memory"],
         )
-        queryset = self.get_queryset()
         body = {
-            "source": s.QuotaSerializer(queryset.get(pk=source.pk)).data,
-            "target": s.QuotaSerializer(queryset.get(pk=target.pk)).data,
+            "source": s.QuotaSerializer(self._fresh(source)).data,
+            "target": s.QuotaSerializer(self._fresh(target)).data,
         }
         return Response(body)
 

@@ -140,6 +140,9 @@ def test_mission_walkthrough_through_the_api(tick: Any, clock: Any) -> None:
     assert all(p["status"] == "Running" for p in job["pods"])
     usage = _ok(admin.get(f"/api/v1/quotas/{q11}/"))["usage"]
     assert usage == {"in_quota": 48, "borrowed": 40, "pending": 0}
+    # Quota 1 counts its subtree: the service's one 8-GPU replica plus Quota 1.1's jobs.
+    parent = _ok(admin.get(f"/api/v1/quotas/{q1}/"))["usage"]
+    assert parent == {"in_quota": 8 + 48, "borrowed": 40, "pending": 0}
 
     # Previewing Quota 1.1 down to 40 would push the In-Quota job out of quota.
     preview = _ok(
@@ -174,4 +177,6 @@ def test_mission_walkthrough_through_the_api(tick: Any, clock: Any) -> None:
     assert moved["target"]["resources"][0]["min"]["gpu"] == 56
     audit = _ok(admin.get(f"/api/v1/quotas/{q11}/audit/"))["results"]
     assert audit[0]["action"] == "rebalance" and audit[0]["actor"] == "admin"
-    assert _ok(admin.get(f"/api/v1/quotas/{q1}/"))["usage"]["in_quota"] == 64
+    # Quota 1's usage is its subtree's: the service's 64 GPUs and Quota 1.1's In-Quota 48.
+    assert _ok(admin.get(f"/api/v1/quotas/{q1}/"))["usage"]["in_quota"] == 64 + 48
+    assert _ok(admin.get(f"/api/v1/quotas/{q11}/"))["usage"]["in_quota"] == 48
