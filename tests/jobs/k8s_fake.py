@@ -134,6 +134,7 @@ class FakeCluster:
         self.history.append((self.version, kind, json.loads(json.dumps(obj))))
 
     def _create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        body.update(kind="Pod", apiVersion="v1")
         meta = body["metadata"]
         meta.update(namespace=namespace, uid=str(uuid.uuid4()))
         meta["creationTimestamp"] = "2026-12-01T06:00:00Z"

@@ -115,10 +115,20 @@ def train(alice: Any, demo: Any, clock: ManualClock) -> Callable[..., Workload]:
     return submit
 
 
+def posted(cluster: FakeCluster, name: str) -> list[dict[str, Any]]:
+    """The bodies of the creations of the pod with this name."""
+    return [r.body for r in cluster.seen("POST") if r.body["metadata"]["name"] == name]
+
+
+def namespace(workload: Workload) -> str:
+    """Where the workload's pods run: tidepool-<workspace>, DNS-safe."""
+    return "tidepool-" + workload.workspace.name.replace("_", "-")
+
+
 def running(cluster: FakeCluster, workload: Workload) -> None:
     """The kubelet starts every pod of the workload."""
     for pod in workload.pods.all():
-        cluster.set_status(NAMESPACE, pod.name, phase="Running")
+        cluster.set_status(namespace(workload), pod.name, phase="Running")
 
 
 def test_settings_select_the_backend_and_its_kubeconfig(
@@ -133,6 +143,14 @@ def test_an_unknown_backend_is_refused_naming_the_setting(settings: Any) -> None
     settings.TIDEPOOL_BACKEND = "nomad"
     set_backend(None)
     with pytest.raises(ImproperlyConfigured, match="TIDEPOOL_BACKEND 'nomad'.*'kubernetes'"):
+        get_backend()
+
+
+def test_a_kubeconfig_path_that_is_no_file_is_refused(settings: Any) -> None:
+    settings.TIDEPOOL_BACKEND = "kubernetes"
+    settings.K8S_KUBECONFIG = "/nowhere/kubeconfig"
+    set_backend(None)
+    with pytest.raises(ImproperlyConfigured, match="KUBECONFIG '/nowhere/kubeconfig' names no"):
         get_backend()
 
 
@@ -292,6 +310,41 @@ def test_a_cancelled_job_s_pods_are_deleted_with_a_grace_period(
         assert d.body == {"gracePeriodSeconds": 30, "preconditions": {"uid": uids[name]}}
     loop()  # still terminating: not deleted again
     assert len(cluster.seen("DELETE")) == 2
+
+
+def test_preempted_pods_get_a_grace_period_and_their_node_waits_for_them(
+    loop: Callable[..., None],
+    submit: Callable[..., Workload],
+    train: Callable[..., Workload],
+    bob: Any,
+    carol: Any,
+    cluster: FakeCluster,
+) -> None:
+    victims = [
+        submit(bob, "b-train", replicas=6, image=IMAGE),
+        submit(carol, "c-train", replicas=10, image=IMAGE),
+    ]  # 128 GPUs: the cluster is full
+    loop()
+    for victim in victims:
+        running(cluster, victim)
+    loop()
+    urgent = train("urgent", replicas=1)  # Quota 1 takes GPUs back from its children
+    loop()
+
+    preempted = {p.name: p for p in Pod.objects.filter(status=PodStatus.PREEMPTED)}
+    deletes = {d.path.rsplit("/", 1)[1]: d.body for d in cluster.seen("DELETE")}
+    assert preempted and set(deletes) == set(preempted)
+    assert {body["gracePeriodSeconds"] for body in deletes.values()} == {30}
+    # The victims are still checkpointing: the urgent pod is not bound to their node yet.
+    (pod,) = urgent.pods.select_related("node")
+    assert pod.status == PodStatus.PENDING and posted(cluster, pod.name) == []
+
+    for name, victim in preempted.items():
+        if victim.node_id == pod.node_id:
+            cluster.vanish(namespace(victim.workload), name)
+    loop()
+    (body,) = posted(cluster, pod.name)
+    assert body["spec"]["nodeName"] == pod.node.name
 
 
 def _foreign(name: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -505,6 +558,15 @@ def test_node_sync_adds_labelled_nodes_and_cordons_the_unready_and_the_gone(
     cluster.add_node("a100-02", labels={POOL: "A100-80G"})
     assert "a100-02" in k8s.sync_nodes(now=clock.now()).updated
     assert node_row("a100-02").schedulable
+
+
+def test_a_cluster_without_pool_labels_cordons_nothing(
+    k8s: KubernetesBackend, cluster: FakeCluster, clock: ManualClock, settings: Any
+) -> None:
+    settings.K8S_NODE_POOL_LABEL = "example.com/pool"
+    result = KubernetesBackend.from_settings().sync_nodes(now=clock.now())
+    assert result.cordoned == [] and Node.objects.filter(schedulable=True).count() == 16
+    assert "no node labelled example.com/pool" in result.messages[0]
 
 
 def test_node_capacity_never_drops_below_what_running_replicas_hold(

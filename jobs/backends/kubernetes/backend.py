@@ -150,7 +150,8 @@ class KubernetesBackend:
     def _vanished(self, pod: Pod) -> PodReport:
         """A running replica's pod is gone: with its node, or deleted by someone else."""
         node = pod.node.name if pod.node else ""
-        state = (self._nodes or self._list_nodes()).get(node)
+        nodes = self._list_nodes() if self._nodes is None else self._nodes
+        state = nodes.get(node)
         if state is None or not state.ready:
             why = f"Node lost: {node} is {'gone' if state is None else 'not ready'}"
             return PodReport(pod.pk, PodStatus.FAILED, reason=why, node_lost=True)
@@ -174,6 +175,10 @@ class KubernetesBackend:
         except Refused as e:
             self._refused[k] = _clip(str(e))
             return
+        if self._terminating_on(pod.node.name if pod.node else ""):
+            # The kubelet would refuse the pod while a victim still holds its GPUs (it admits
+            # pods bound by nodeName against what runs): the next observe creates it.
+            return
         try:
             created = _json(
                 self.api.create_namespaced_pod(
@@ -195,9 +200,21 @@ class KubernetesBackend:
             return
         self._pods[pod.name] = created
 
+    def _terminating_on(self, node: str) -> bool:
+        """Whether a pod of ours on the node is still stopping (within its grace period)."""
+        return any(
+            obj["metadata"].get("deletionTimestamp") and obj["spec"].get("nodeName") == node
+            for obj in self._pods.values()
+            if (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        )
+
     def _adopt(self, namespace: str, name: str, k: Key) -> None:
         """A pod of that name exists: ours from an earlier try, or someone else's (refused)."""
-        existing = self._read(namespace, name)
+        try:
+            existing = self._read(namespace, name)
+        except (ApiException, *NETWORK_ERRORS) as e:
+            log.warning("Reading pod %s/%s failed (%s); retrying later.", namespace, name, e)
+            return
         if existing is not None and owned(existing, self.kube) and key_of(existing) == k:
             self._pods[name] = existing
         elif existing is not None:
@@ -243,25 +260,33 @@ class KubernetesBackend:
             preconditions=client.V1Preconditions(uid=meta["uid"]),
         )
         try:
-            self.api.delete_namespaced_pod(
-                meta["name"],
-                meta["namespace"],
-                body=options,
-                _preload_content=False,
-                _request_timeout=REQUEST_SECONDS,
+            stopping = _json(
+                self.api.delete_namespaced_pod(
+                    meta["name"],
+                    meta["namespace"],
+                    body=options,
+                    _preload_content=False,
+                    _request_timeout=REQUEST_SECONDS,
+                )
             )
         except ApiException as e:
             if e.status not in (404, 409):  # gone already, or no longer the pod we meant
                 log.warning("Deleting pod %s failed (%s); retrying later.", meta["name"], e)
         except NETWORK_ERRORS as e:
             log.warning("Deleting pod %s failed (%s); retrying later.", meta["name"], e)
+        else:
+            # Until the watch says it is gone, the pod holds its node (see _terminating_on).
+            if stopping.get("kind") == "Pod" and stopping["metadata"].get("deletionTimestamp"):
+                self._pods[meta["name"]] = stopping
 
     def _refresh(self) -> None:
         """Bring the cache up to date: watch from its resourceVersion, list again after 410 Gone."""
         if self._version is None:
             self._list()
             return
-        events = watch.Watch().stream(  # type: ignore[no-untyped-call]
+        # Events stay raw JSON like the listed pods: a field this client version cannot
+        # validate must not stop the watch.
+        events = watch.Watch(return_type=object).stream(  # type: ignore[no-untyped-call]
             self.api.list_pod_for_all_namespaces,
             label_selector=selector(self.kube),
             resource_version=self._version,

@@ -68,8 +68,10 @@ class KubeConfig:
 def api_client(kube: KubeConfig) -> client.ApiClient:
     """An API client from the kubeconfig file, or from the pod's service account if none."""
     if kube.kubeconfig:
-        if not os.path.isfile(kube.kubeconfig):
-            raise ImproperlyConfigured(f"KUBECONFIG {kube.kubeconfig!r} is not a file.")
+        # Like kubectl, KUBECONFIG may list several files; the client merges those that exist.
+        paths = [os.path.expanduser(p) for p in kube.kubeconfig.split(os.pathsep) if p]
+        if not any(os.path.isfile(p) for p in paths):
+            raise ImproperlyConfigured(f"KUBECONFIG {kube.kubeconfig!r} names no existing file.")
         loaded: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
             config_file=kube.kubeconfig, context=kube.context or None, persist_config=False
         )

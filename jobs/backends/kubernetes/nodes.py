@@ -182,6 +182,14 @@ def nodes_sync(*, nodes: list[ClusterNode], kube: KubeConfig) -> NodeSyncResult:
         if row.schedulable != node.schedulable:
             node_schedulable_set(node=row, schedulable=node.schedulable)
             (result.updated if node.schedulable else result.cordoned).append(row.name)
+    if rows and not seen:
+        # More likely a wrong label setting or missing permission than a cluster with no nodes.
+        result.messages.append(
+            f"The cluster has no node labelled {kube.node_pool_label} with a known node pool; "
+            f"the {len(rows)} node(s) on record were left as they are "
+            "(check TIDEPOOL_K8S_NODE_POOL_LABEL)."
+        )
+        return result
     for name, row in rows.items():
         if name not in seen and row.schedulable:
             node_schedulable_set(node=row, schedulable=False)
