@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from kubernetes.config import incluster_config
 
 from jobs.backends.kubernetes import KubeConfig
+from jobs.backends.kubernetes.config import api_client
 from jobs.backends.kubernetes.manifest import Refused, gpu_resources, namespace_for
 from jobs.backends.kubernetes.nodes import cluster_node
 from jobs.backends.kubernetes.status import Observed, observe_pod
@@ -70,6 +73,21 @@ def ended(code: int, reason: str, **pod: Any) -> dict[str, Any]:
         (
             {
                 "status": {
+                    "phase": "Failed",
+                    "reason": "Terminated",
+                    "message": "Pod was terminated in response to imminent node shutdown.",
+                }
+            },
+            Observed(
+                PodStatus.FAILED,
+                None,
+                "Node lost. Pod was terminated in response to imminent node shutdown.",
+                node_lost=True,
+            ),
+        ),
+        (
+            {
+                "status": {
                     "phase": "Running",
                     "conditions": [
                         {"type": "DisruptionTarget", "reason": "DeletionByTaintManager"}
@@ -112,6 +130,7 @@ def ended(code: int, reason: str, **pod: Any) -> dict[str, Any]:
         "evicted",
         "kubelet-admission",
         "node-lost",
+        "node-shutdown",
         "taint-eviction",
         "image-pull",
         "creating",
@@ -212,3 +231,19 @@ def test_a_node_is_read_from_its_allocatable_label_and_conditions() -> None:
     )
     assert (node.pool, node.gpus, node.cpu, node.memory) == ("T4", 4, 7500, 30720)
     assert not node.ready and not node.schedulable
+
+
+def test_without_kubeconfig_inside_a_pod_the_service_account_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token, ca = tmp_path / "token", tmp_path / "ca.crt"
+    token.write_text("sa-token")
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(ca))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    configuration = api_client(KubeConfig(kubeconfig="")).configuration
+    assert configuration.host == "https://10.96.0.1:443"
+    assert configuration.api_key["BearerToken"] == "bearer sa-token"
+    assert configuration.ssl_ca_cert == str(ca)

@@ -17,6 +17,9 @@ STUCK = frozenset(
         "CreateContainerConfigError",
     }
 )
+# Pod reasons that mean the node went away: lost by the node controller, or shut down (the
+# kubelet's graceful node shutdown says "Terminated", older kubelets "Shutdown").
+NODE_GONE = frozenset({"NodeLost", "Terminated", "Shutdown"})
 # Long enough to read, short enough for the replica's and the workload's reason columns.
 REASON_CHARS = 160
 
@@ -54,8 +57,8 @@ def _terminated(status: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _node_lost(status: dict[str, Any]) -> bool:
-    """The node controller gave up on the pod's node (unreachable, not ready)."""
-    if status.get("reason") == "NodeLost":
+    """The pod ended with its node: unreachable, not ready, or shutting down."""
+    if status.get("reason") in NODE_GONE:
         return True
     return any(
         c.get("type") == "DisruptionTarget" and c.get("reason") == "DeletionByTaintManager"
