@@ -3,8 +3,9 @@
 No kube-apiserver can run on the test machine (no registry serves one), so this speaks the
 small part of the REST API the backend uses, with the real paths and JSON shapes: list, read,
 create and delete pods; list nodes; watch pods (`?watch=true`, newline-delimited events in a
-chunked response, from a resourceVersion); and `410 Gone` for a resourceVersion older than its
-compacted history, either as an ERROR event (what a real server sends) or as the HTTP status.
+chunked response from a resourceVersion, with bookmarks if asked); and `410 Gone` for a
+resourceVersion older than its compacted history, either as an ERROR event (what a real
+server sends) or as the HTTP status.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class FakeCluster:
 
     namespaces: set[str] | None = None  # None: every namespace exists
     gone_as_http_status: bool = False  # answer an expired watch with HTTP 410, not an event
+    bookmarks: bool = False  # end each watch with a BOOKMARK at the current resourceVersion
     version: int = 1000
     pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -190,6 +192,9 @@ class FakeCluster:
             for version, kind, obj in self.history
             if version > since and _matches(obj, selector)
         ]
+        if self.bookmarks and query.get("allowWatchBookmarks") == "true":
+            meta = {"resourceVersion": str(self.version)}
+            events.append({"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": meta}})
         return 200, events
 
     def _delete(self, pod: dict[str, Any], options: dict[str, Any]) -> tuple[int, Any]:

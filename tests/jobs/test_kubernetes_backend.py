@@ -267,6 +267,21 @@ def test_the_watch_resumes_from_the_last_resource_version(
     )
 
 
+def test_a_bookmark_moves_the_watch_past_changes_to_pods_it_does_not_own(
+    k8s: KubernetesBackend, cluster: FakeCluster, clock: ManualClock
+) -> None:
+    cluster.bookmarks = True
+    k8s.observe(now=clock.now())
+    other = cluster.put_pod(_foreign("web-0", {"app": "web"}))
+    cluster.set_status(NAMESPACE, "web-0", phase="Running")
+    k8s.observe(now=clock.now())  # nothing of ours changed; the bookmark says where it is
+    cluster.compact()
+    k8s.observe(now=clock.now())
+    watches = [r.query for r in cluster.seen("GET", "/api/v1/pods") if r.query.get("watch")]
+    assert [w["resourceVersion"] for w in watches][-1] == other["metadata"]["resourceVersion"]
+    assert len(cluster.seen("GET", "/api/v1/pods")) == 3  # one list, two watches: no 410
+
+
 @pytest.mark.parametrize("as_http_status", [False, True], ids=["error-event", "http-410"])
 def test_an_expired_watch_lists_again_and_misses_nothing(
     as_http_status: bool,
