@@ -80,15 +80,15 @@ def k8s(server: FakeApiServer, demo: Any) -> Iterator[KubernetesBackend]:
 def loop(
     k8s: KubernetesBackend, clock: ManualClock, django_capture_on_commit_callbacks: Any
 ) -> Callable[..., None]:
-    """One control-loop tick (backend sync, then a cycle) on the backend in force; commit
-    callbacks run."""
+    """One control-loop tick on the backend in force: a cycle decides, then a backend sync
+    carries its decisions out and reads back what the cluster did. Commit callbacks run."""
 
     def tick(seconds: float = 5) -> None:
         clock.advance(seconds)
         with django_capture_on_commit_callbacks(execute=True):
-            backend_sync(now=clock.now())
-        with django_capture_on_commit_callbacks(execute=True):
             scheduling_cycle_run(now=clock.now())
+        with django_capture_on_commit_callbacks(execute=True):
+            backend_sync(now=clock.now())
 
     return tick
 
@@ -214,6 +214,7 @@ def test_a_rolled_back_cycle_starts_no_pod(
     ):
         scheduling_cycle_run(now=clock.now(), backend=k8s)
         raise Abort
+    k8s.observe(now=clock.now())
     assert cluster.seen("POST") == []
 
 
@@ -327,13 +328,18 @@ def test_a_cancelled_job_s_pods_are_deleted_with_a_grace_period(
     assert len(cluster.seen("DELETE")) == 2
 
 
+@pytest.mark.parametrize("cycle_deletes", [True, False], ids=["by-the-cycle", "by-reconcile"])
 def test_preempted_pods_get_a_grace_period_and_their_node_waits_for_them(
+    cycle_deletes: bool,
     loop: Callable[..., None],
     submit: Callable[..., Workload],
     train: Callable[..., Workload],
     bob: Any,
     carol: Any,
     cluster: FakeCluster,
+    k8s: KubernetesBackend,
+    clock: ManualClock,
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
     victims = [
         submit(bob, "b-train", replicas=6, image=IMAGE),
@@ -344,7 +350,12 @@ def test_preempted_pods_get_a_grace_period_and_their_node_waits_for_them(
         running(cluster, victim)
     loop()
     urgent = train("urgent", replicas=1)  # Quota 1 takes GPUs back from its children
-    loop()
+    # Without its commit callbacks the cycle's deletions are lost, as if its process died:
+    # the backend sync then sees victims that no row wants on the urgent job's node.
+    with django_capture_on_commit_callbacks(execute=cycle_deletes):
+        scheduling_cycle_run(now=clock.now(), backend=k8s)
+    assert bool(cluster.seen("DELETE")) == cycle_deletes
+    backend_sync(now=clock.now(), backend=k8s)
 
     preempted = {p.name: p for p in Pod.objects.filter(status=PodStatus.PREEMPTED)}
     deletes = {d.path.rsplit("/", 1)[1]: d.body for d in cluster.seen("DELETE")}
@@ -412,11 +423,10 @@ def test_stopping_a_replica_never_deletes_someone_else_s_pod_of_its_name(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     job = train(replicas=1)
-    # Without its commit callbacks the cycle's POST never happens (a crash after commit).
-    with django_capture_on_commit_callbacks(execute=ours_seen_first):
-        scheduling_cycle_run(now=clock.now(), backend=k8s)
+    scheduling_cycle_run(now=clock.now(), backend=k8s)
     (pod,) = job.pods.all()
     if ours_seen_first:
+        k8s.observe(now=clock.now())  # creates the pod
         cluster.vanish(NAMESPACE, pod.name)  # the backend has not watched since
     cluster.put_pod(_foreign(pod.name, {"app": "mine"}))
     with django_capture_on_commit_callbacks(execute=True):

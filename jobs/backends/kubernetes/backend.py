@@ -1,8 +1,9 @@
 """The Kubernetes backend: one labelled pod per replica, a list+watch cache, reconciliation.
 
-Every process keeps its own cache of the pods it owns and compares it with the pod rows at
-each `observe`, so several Celery workers can take turns without sharing memory: a report is
-made only where the cluster and the database disagree.
+The pod rows are the desired state. Every process keeps its own cache of the pods it owns and
+compares it with the rows at each `observe`, so several Celery workers can take turns without
+sharing memory: pods are created there, and a report is made only where the cluster and the
+database disagree.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from jobs.backends.kubernetes.manifest import (
     selector,
 )
 from jobs.backends.kubernetes.nodes import ClusterNode, NodeSyncResult, cluster_node, nodes_sync
-from jobs.backends.kubernetes.status import REASON_CHARS, observe_pod
+from jobs.backends.kubernetes.status import clip, observe_pod
 from jobs.choices import LIVE_POD_STATUSES, PodStatus
 
 if TYPE_CHECKING:
@@ -61,8 +62,9 @@ def _api_message(e: ApiException) -> str:
         return f"{e.status} {e.reason}"
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+def _finished(obj: dict[str, Any]) -> bool:
+    """The pod's containers have ended: it holds nothing on its node."""
+    return (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 class KubernetesBackend:
@@ -84,8 +86,11 @@ class KubernetesBackend:
         return cls(client.CoreV1Api(api_client(kube)), kube)
 
     def create_pod(self, pod: Pod, *, now: datetime) -> None:
-        """Start the replica once the cycle that placed it commits (a rolled-back one: none)."""
-        transaction.on_commit(lambda: self._create(pod))
+        """Nothing yet: the next observe creates the pod of every pending row that has none.
+
+        By then the row is committed (a rolled-back cycle starts nothing) and the cache is fresh
+        enough to see whether the node still holds pods that are stopping.
+        """
 
     def delete_pod(self, pod: Pod, *, grace_seconds: int) -> None:
         """Stop the replica once the change commits, giving it `grace_seconds` to checkpoint."""
@@ -95,9 +100,9 @@ class KubernetesBackend:
     def observe(self, *, now: datetime) -> list[PodReport]:
         """Reports where the cluster and the pod rows disagree; reconciles what it can itself.
 
-        Live rows whose pod never started are created again; live rows whose running pod is gone
-        are reported Failed (node lost if its node went away); owned pods no row wants are
-        deleted. Finished pods stay for `kubectl logs`.
+        Pending rows without a pod get one, once their node holds no pod that is stopping;
+        running rows whose pod is gone are reported Failed (node lost if its node went away);
+        owned pods no row wants are deleted. Finished pods stay for `kubectl logs`.
         """
         from jobs.models import Pod
 
@@ -108,18 +113,28 @@ class KubernetesBackend:
             self.sync_nodes(now=now)
         self._refresh()
         # Rows are read after the cluster: a pod seen there was committed before it was created.
-        live = Pod.objects.filter(status__in=LIVE_POD_STATUSES).select_related(
-            "workload__workspace", "node"
+        live = list(
+            Pod.objects.filter(status__in=LIVE_POD_STATUSES).select_related(
+                "workload__workspace", "node"
+            )
         )
-        actual = {key_of(obj): obj for obj in self._pods.values()}
+        wanted = {key(pod) for pod in live}
+        cached = list(self._pods.values())
+        actual = {key_of(obj): obj for obj in cached}
+        # The kubelet admits a pod bound by nodeName against what still runs there, so a new
+        # pod waits while a pod on its node stops (a preemption victim checkpointing).
+        busy = {
+            obj["spec"].get("nodeName")
+            for obj in cached
+            if not _finished(obj)
+            and (obj["metadata"].get("deletionTimestamp") or key_of(obj) not in wanted)
+        }
         reports = []
-        wanted: set[Key] = set()
         for pod in live:
-            wanted.add(key(pod))
-            report = self._compare(pod, actual.get(key(pod)))
+            report = self._compare(pod, actual.get(key(pod)), busy)
             if report is not None:
                 reports.append(report)
-        self._collect(wanted)
+        self._collect(cached, wanted)
         return reports
 
     def sync_nodes(self, *, now: datetime) -> NodeSyncResult:
@@ -130,14 +145,16 @@ class KubernetesBackend:
             log.warning(message)
         return result
 
-    def _compare(self, pod: Pod, actual: dict[str, Any] | None) -> PodReport | None:
+    def _compare(
+        self, pod: Pod, actual: dict[str, Any] | None, busy: set[str | None]
+    ) -> PodReport | None:
         """What to report for one live row, given its pod in the cluster (None: no pod)."""
         k = key(pod)
         if actual is None and k not in self._refused:
-            if pod.status == PodStatus.PENDING:
-                self._create(pod)  # never created, or its creation failed: try (again) now
-            else:
+            if pod.status != PodStatus.PENDING:
                 return self._vanished(pod)
+            if (pod.node.name if pod.node else None) not in busy:
+                self._create(pod)
         if k in self._refused:
             return PodReport(pod.pk, PodStatus.FAILED, reason=self._refused[k])
         if actual is None:
@@ -157,27 +174,22 @@ class KubernetesBackend:
             return PodReport(pod.pk, PodStatus.FAILED, reason=why, node_lost=True)
         return PodReport(pod.pk, PodStatus.FAILED, reason="Pod deleted outside Tidepool")
 
-    def _collect(self, wanted: set[Key]) -> None:
+    def _collect(self, cached: list[dict[str, Any]], wanted: set[Key]) -> None:
         """Delete owned pods that still run but that no live row wants."""
-        for obj in list(self._pods.values()):
-            phase = (obj.get("status") or {}).get("phase")
-            if key_of(obj) in wanted or phase in ("Succeeded", "Failed"):
+        for obj in cached:
+            if key_of(obj) in wanted or _finished(obj):
                 continue
             if not obj["metadata"].get("deletionTimestamp"):
                 self._delete_obj(obj, ORPHAN_GRACE_SECONDS)
         self._refused = {k: why for k, why in self._refused.items() if k in wanted}
 
     def _create(self, pod: Pod) -> None:
-        """POST the replica's pod; a refusal is kept and reported at the next observe."""
+        """POST the replica's pod; a refusal is kept and reported as the replica's failure."""
         k = key(pod)
         try:
             namespace, body = pod_body(pod, self.kube)
         except Refused as e:
-            self._refused[k] = _clip(str(e))
-            return
-        if self._terminating_on(pod.node.name if pod.node else ""):
-            # The kubelet would refuse the pod while a victim still holds its GPUs (it admits
-            # pods bound by nodeName against what runs): the next observe creates it.
+            self._refused[k] = clip(str(e))
             return
         try:
             created = _json(
@@ -189,7 +201,7 @@ class KubernetesBackend:
             if e.status == 409:
                 self._adopt(namespace, pod.name, k)
             elif e.status in REFUSING:
-                self._refused[k] = _clip(f"Kubernetes refused the pod: {_api_message(e)}")
+                self._refused[k] = clip(f"Kubernetes refused the pod: {_api_message(e)}")
             else:
                 log.warning(
                     "Creating pod %s/%s failed (%s); retrying later.", namespace, pod.name, e
@@ -199,14 +211,6 @@ class KubernetesBackend:
             log.warning("Creating pod %s/%s failed (%s); retrying later.", namespace, pod.name, e)
             return
         self._pods[pod.name] = created
-
-    def _terminating_on(self, node: str) -> bool:
-        """Whether a pod of ours on the node is still stopping (within its grace period)."""
-        return any(
-            obj["metadata"].get("deletionTimestamp") and obj["spec"].get("nodeName") == node
-            for obj in self._pods.values()
-            if (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-        )
 
     def _adopt(self, namespace: str, name: str, k: Key) -> None:
         """A pod of that name exists: ours from an earlier try, or someone else's (refused)."""
@@ -260,24 +264,18 @@ class KubernetesBackend:
             preconditions=client.V1Preconditions(uid=meta["uid"]),
         )
         try:
-            stopping = _json(
-                self.api.delete_namespaced_pod(
-                    meta["name"],
-                    meta["namespace"],
-                    body=options,
-                    _preload_content=False,
-                    _request_timeout=REQUEST_SECONDS,
-                )
+            self.api.delete_namespaced_pod(
+                meta["name"],
+                meta["namespace"],
+                body=options,
+                _preload_content=False,
+                _request_timeout=REQUEST_SECONDS,
             )
         except ApiException as e:
             if e.status not in (404, 409):  # gone already, or no longer the pod we meant
                 log.warning("Deleting pod %s failed (%s); retrying later.", meta["name"], e)
         except NETWORK_ERRORS as e:
             log.warning("Deleting pod %s failed (%s); retrying later.", meta["name"], e)
-        else:
-            # Until the watch says it is gone, the pod holds its node (see _terminating_on).
-            if stopping.get("kind") == "Pod" and stopping["metadata"].get("deletionTimestamp"):
-                self._pods[meta["name"]] = stopping
 
     def _refresh(self) -> None:
         """Bring the cache up to date: watch from its resourceVersion, list again after 410 Gone."""

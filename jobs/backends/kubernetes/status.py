@@ -34,7 +34,7 @@ class Observed:
     node_lost: bool = False
 
 
-def _clip(text: str) -> str:
+def clip(text: str) -> str:
     """A reason that fits the replica's and the workload's reason columns."""
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
 
@@ -73,20 +73,20 @@ def observe_pod(obj: dict[str, Any]) -> Observed:
     message = status.get("message") or ""
     if _node_lost(status):
         return Observed(
-            PodStatus.FAILED, reason=_clip(f"Node lost. {message}".strip()), node_lost=True
+            PodStatus.FAILED, reason=clip(f"Node lost. {message}".strip()), node_lost=True
         )
     term = _terminated(status)
     code = term.get("exitCode") if term else None
     if phase == "Succeeded":
         return Observed(PodStatus.SUCCEEDED, exit_code=code if code is not None else 0)
     if phase == "Failed":
-        return Observed(PodStatus.FAILED, exit_code=code, reason=_clip(_failure(status, term)))
+        return Observed(PodStatus.FAILED, exit_code=code, reason=clip(_failure(status, term)))
     if phase == "Running":
         return Observed(PodStatus.RUNNING)
     for waiting in _container_states(status, "waiting"):
         if waiting.get("reason") in STUCK:
             why = f"{waiting['reason']}: {waiting.get('message') or 'the container cannot start'}"
-            return Observed(PodStatus.FAILED, reason=_clip(why))
+            return Observed(PodStatus.FAILED, reason=clip(why))
     return Observed(PodStatus.PENDING)
 
 
