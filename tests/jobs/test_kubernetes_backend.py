@@ -474,12 +474,16 @@ def test_a_pending_replica_whose_pod_went_missing_is_created_again(
 
 
 @pytest.mark.parametrize(
-    ("node_gone", "node_lost", "reason"),
-    [(True, True, "Node lost: a100-"), (False, False, "Pod deleted outside Tidepool")],
-    ids=["with-its-node", "by-someone-else"],
+    ("node", "node_lost", "reason"),
+    [
+        ("gone", True, "Node lost: a100-"),
+        ("drained", True, "Node drained: a100-"),
+        ("fine", False, "Pod deleted outside Tidepool"),
+    ],
+    ids=["with-its-node", "by-a-drain", "by-someone-else"],
 )
 def test_a_running_replica_whose_pod_vanished_is_reported_failed(
-    node_gone: bool,
+    node: str,
     node_lost: bool,
     reason: str,
     loop: Callable[..., None],
@@ -493,8 +497,10 @@ def test_a_running_replica_whose_pod_vanished_is_reported_failed(
     running(cluster, job)
     loop()
     (pod,) = job.pods.select_related("node")
-    if node_gone:
+    if node == "gone":
         del cluster.nodes[pod.node.name]
+    elif node == "drained":
+        cluster.add_node(pod.node.name, labels={POOL: "A100-80G"}, unschedulable=True)
     cluster.vanish(NAMESPACE, pod.name)
     (report,) = k8s.observe(now=clock.now())
     assert (report.pod_id, report.phase, report.node_lost) == (pod.pk, PodStatus.FAILED, node_lost)

@@ -165,14 +165,20 @@ class KubernetesBackend:
         return PodReport(pod.pk, seen.phase, seen.exit_code, seen.reason, seen.node_lost)
 
     def _vanished(self, pod: Pod) -> PodReport:
-        """A running replica's pod is gone: with its node, or deleted by someone else."""
+        """A running replica's pod is gone: with its node, by a drain, or deleted by hand."""
         node = pod.node.name if pod.node else ""
         nodes = self._list_nodes() if self._nodes is None else self._nodes
         state = nodes.get(node)
-        if state is None or not state.ready:
-            why = f"Node lost: {node} is {'gone' if state is None else 'not ready'}"
-            return PodReport(pod.pk, PodStatus.FAILED, reason=why, node_lost=True)
-        return PodReport(pod.pk, PodStatus.FAILED, reason="Pod deleted outside Tidepool")
+        if state is None:
+            why = f"Node lost: {node or 'its node'} is gone"
+        elif not state.ready:
+            why = f"Node lost: {node} is not ready"
+        elif not state.schedulable:
+            why = f"Node drained: {node} is cordoned"
+        else:
+            return PodReport(pod.pk, PodStatus.FAILED, reason="Pod deleted outside Tidepool")
+        # The node takes no new work: the replica restarts elsewhere, as after a node loss.
+        return PodReport(pod.pk, PodStatus.FAILED, reason=why, node_lost=True)
 
     def _collect(self, cached: list[dict[str, Any]], wanted: set[Key]) -> None:
         """Delete owned pods that still run but that no live row wants."""
