@@ -21,7 +21,7 @@ POD_ID = "tidepool.io/pod-id"
 KIND = "tidepool.io/kind"
 OWNER = "tidepool"
 
-# A replica is known by (workload id, replica index, attempt) before its row has a key.
+# A replica as its pod's name and labels give it: (workload id, replica index, attempt).
 Key = tuple[int, int, int]
 
 
@@ -117,9 +117,8 @@ def pod_body(pod: Pod, kube: KubeConfig) -> tuple[str, client.V1Pod]:
         REPLICA: str(pod.index),
         ATTEMPT: str(pod.attempt),
         KIND: w.kind,
+        POD_ID: str(pod.pk),
     }
-    if pod.pk is not None:
-        labels[POD_ID] = str(pod.pk)
     env = {
         "TIDEPOOL_WORKLOAD": w.name,
         "TIDEPOOL_REPLICA": str(pod.index),
