@@ -636,4 +636,6 @@ def test_the_sync_command_reports_what_it_changed(
     server.cluster.add_node("a100-17", labels={POOL: "A100-80G"})
     call_command("kube_sync_nodes")
     assert "Added: a100-17" in capsys.readouterr().out
-    assert Pod.objects.count() == 0
+    assert node_row("a100-17").node_pool == demo.node_pool
+    call_command("kube_sync_nodes")
+    assert "Nodes already match the cluster." in capsys.readouterr().out
