@@ -174,3 +174,16 @@ TIDEPOOL_RUNNER = env("TIDEPOOL_RUNNER", "embedded")
 TIDEPOOL_BACKEND = env("TIDEPOOL_BACKEND", "simulated")
 SIM_SPEED = float(env("SIM_SPEED", "144"))
 SIM_START_DELAY = float(env("SIM_START_DELAY", "30"))
+
+# The Kubernetes backend (TIDEPOOL_BACKEND=kubernetes); README "Modes" explains each one.
+# No KUBECONFIG means the in-cluster service account.
+K8S_KUBECONFIG = env("KUBECONFIG", "")
+K8S_CONTEXT = env("TIDEPOOL_K8S_CONTEXT", "")
+K8S_NAMESPACE = env("TIDEPOOL_K8S_NAMESPACE", "tidepool-{workspace}")
+K8S_INSTANCE = env("TIDEPOOL_K8S_INSTANCE", "tidepool")
+K8S_NODE_POOL_LABEL = env("TIDEPOOL_K8S_NODE_POOL_LABEL", "tidepool.io/node-pool")
+K8S_GPU_RESOURCE = env("TIDEPOOL_K8S_GPU_RESOURCE", "nvidia.com/gpu")
+K8S_SHARED_GPU_RESOURCE = env("TIDEPOOL_K8S_SHARED_GPU_RESOURCE", "")
+K8S_GPU_SLICES = int(env("TIDEPOOL_K8S_GPU_SLICES", "0"))
+K8S_WATCH_SECONDS = int(env("TIDEPOOL_K8S_WATCH_SECONDS", "1"))
+K8S_NODE_SYNC_SECONDS = float(env("TIDEPOOL_K8S_NODE_SYNC_SECONDS", "60"))

@@ -24,3 +24,4 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 TIDEPOOL_RUNNER = env("TIDEPOOL_RUNNER", "celery")
+TIDEPOOL_BACKEND = env("TIDEPOOL_BACKEND", "kubernetes")

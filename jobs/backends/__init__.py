@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from jobs.backends.base import Backend
 
@@ -14,11 +15,19 @@ def get_backend() -> Backend:
     global _backend
     if _backend is None:
         name = settings.TIDEPOOL_BACKEND
-        if name != "simulated":
-            raise RuntimeError(f"Unknown cluster backend {name!r}; only 'simulated' is built.")
-        from jobs.backends.simulated import SimulatedBackend
+        if name == "simulated":
+            from jobs.backends.simulated import SimulatedBackend
 
-        _backend = SimulatedBackend(start_delay=settings.SIM_START_DELAY)
+            _backend = SimulatedBackend(start_delay=settings.SIM_START_DELAY)
+        elif name == "kubernetes":
+            from jobs.backends.kubernetes import KubernetesBackend
+
+            _backend = KubernetesBackend.from_settings()
+        else:
+            raise ImproperlyConfigured(
+                f"TIDEPOOL_BACKEND {name!r} is not a cluster backend: use 'simulated' or "
+                "'kubernetes'."
+            )
     return _backend
 
 

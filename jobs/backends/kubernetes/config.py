@@ -1,0 +1,86 @@
+"""The Kubernetes backend's settings, checked once, and the API client they describe."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from kubernetes import client, config
+
+# A namespace is a DNS-1123 label.
+NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class KubeConfig:
+    """Where pods go, how they are labelled, and how GPUs are asked for."""
+
+    kubeconfig: str = ""
+    context: str = ""
+    namespace: str = "tidepool-{workspace}"
+    instance: str = "tidepool"
+    node_pool_label: str = "tidepool.io/node-pool"
+    gpu_resource: str = "nvidia.com/gpu"
+    shared_gpu_resource: str = ""
+    gpu_slices: int = 0
+    watch_seconds: int = 1
+    node_sync_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        try:
+            self.namespace.format(workspace="w")
+        except (KeyError, IndexError, ValueError) as e:
+            raise ImproperlyConfigured(
+                f"TIDEPOOL_K8S_NAMESPACE {self.namespace!r} may only use the placeholder "
+                f"{{workspace}} ({e!r})."
+            ) from e
+        if self.shared_gpu_resource and self.gpu_slices < 2:
+            raise ImproperlyConfigured(
+                f"TIDEPOOL_K8S_SHARED_GPU_RESOURCE is {self.shared_gpu_resource!r}, so "
+                f"TIDEPOOL_K8S_GPU_SLICES must say how many slices one GPU offers (2 or more), "
+                f"not {self.gpu_slices}."
+            )
+        if self.watch_seconds < 1:
+            raise ImproperlyConfigured(
+                f"TIDEPOOL_K8S_WATCH_SECONDS must be 1 or more, not {self.watch_seconds}."
+            )
+
+    @classmethod
+    def from_settings(cls) -> KubeConfig:
+        """The K8S_* Django settings."""
+        return cls(
+            kubeconfig=settings.K8S_KUBECONFIG,
+            context=settings.K8S_CONTEXT,
+            namespace=settings.K8S_NAMESPACE,
+            instance=settings.K8S_INSTANCE,
+            node_pool_label=settings.K8S_NODE_POOL_LABEL,
+            gpu_resource=settings.K8S_GPU_RESOURCE,
+            shared_gpu_resource=settings.K8S_SHARED_GPU_RESOURCE,
+            gpu_slices=settings.K8S_GPU_SLICES,
+            watch_seconds=settings.K8S_WATCH_SECONDS,
+            node_sync_seconds=settings.K8S_NODE_SYNC_SECONDS,
+        )
+
+
+def api_client(kube: KubeConfig) -> client.ApiClient:
+    """An API client from the kubeconfig file, or from the pod's service account if none."""
+    if kube.kubeconfig:
+        # Like kubectl, KUBECONFIG may list several files; the client merges those that exist.
+        paths = [os.path.expanduser(p) for p in kube.kubeconfig.split(os.pathsep) if p]
+        if not any(os.path.isfile(p) for p in paths):
+            raise ImproperlyConfigured(f"KUBECONFIG {kube.kubeconfig!r} names no existing file.")
+        loaded: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=kube.kubeconfig, context=kube.context or None, persist_config=False
+        )
+        return loaded
+    if not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        raise ImproperlyConfigured(
+            "TIDEPOOL_BACKEND=kubernetes needs KUBECONFIG (a kubeconfig file) or to run inside "
+            "the cluster with a service account; set TIDEPOOL_BACKEND=simulated to run without one."
+        )
+    configuration = client.Configuration()
+    config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return client.ApiClient(configuration)
