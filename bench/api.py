@@ -3,7 +3,7 @@
     .venv/bin/python bench/api.py [--requests 400] [--submits 200] [--clients 20]
 
 Seeds a scratch SQLite database (bulk_create), starts a real server process
-(`manage.py serve --no-traffic`: Daphne plus the in-process control loop on the simulated
+(`manage.py serve --no-traffic`: uvicorn plus the in-process control loop on the simulated
 cluster), then measures GET /api/v1/jobs/?workspace=… (a page of 50) and POST /api/v1/jobs/
 with threads on http.client.
 """
@@ -214,7 +214,7 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "mode": "embedded: SQLite, Daphne (manage.py serve), in-process runner",
+                "mode": "embedded: SQLite, uvicorn (manage.py serve), in-process runner",
                 "sqlite": "WAL, IMMEDIATE transactions (console.settings.base)",
                 "jobs": args.jobs,
                 "workspaces": len(WORKSPACES),

@@ -87,6 +87,9 @@ DATABASES = {
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         },
+        # The server's worker threads live as long as it does; each keeps its connection
+        # instead of opening (and re-running init_command) for every request.
+        "CONN_MAX_AGE": None,
     }
 }
 if env("DATABASE_URL", ""):
