@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
+from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, mixins, serializers, status
 from rest_framework.decorators import action
@@ -109,9 +110,13 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         return self._answer(workload, status.HTTP_201_CREATED)
 
     def _answer(self, workload: Workload, code: int = status.HTTP_200_OK) -> Response:
-        """The workload as stored now, with its events."""
-        fresh = self.get_queryset().prefetch_related("events").get(pk=workload.pk)
-        return Response(self.detail_serializer_class(fresh).data, status=code)
+        """The workload as stored now, with its events (as the detail serializer shows it)."""
+        rows = workload_rows(
+            [workload.pk], self.detail_serializer_class, s.PodSerializer, s.EventSerializer
+        )
+        if not rows:  # gone since (a workspace deleted with its workloads)
+            raise Http404("No such object.")
+        return Response(rows[0], status=code)
 
     def _cancel(self, request: Request) -> Response:
         """Cancel (or, for an instance, stop) the workload."""
