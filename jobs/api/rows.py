@@ -1,10 +1,10 @@
 """Workloads built from ``.values()`` rows, as the list (or detail) serializers would show them.
 
 A page of 50 through ``ModelSerializer`` builds about 100 model instances and calls a DRF
-field per value; here each page is five narrow queries (ids of the page in order, the rows,
-their node pools, their pods) and one converter per value. The plan of fields comes from the
-list serializer itself, so the JSON keeps its fields, their order and their values (a test
-compares both ways on every kind).
+field per value; here a page is three queries (the page's rows, walked in list order on the
+list index, their node pools, their pods) and one converter per value. The plan of fields
+comes from the serializer itself, so the JSON keeps its fields, their order and their values
+(tests compare both ways on every kind).
 """
 
 from __future__ import annotations
@@ -139,25 +139,36 @@ def _pod_name(pod: dict[str, Any]) -> None:
     pod["=name"] = f"tp-{pod['workload_id']}-{pod['index']}-{pod['attempt']}"
 
 
-def workload_rows(
-    ids: Iterable[int],
+def _computed(events: bool) -> tuple[str, ...]:
+    """The fields filled here rather than read from the workload's row."""
+    return ("pods", "node_pools", *(("events",) if events else ()))
+
+
+def row_keys(
+    serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
+    *,
+    events: bool = False,
+) -> list[str]:
+    """The ``values()`` keys that `serializer_class` shows of a workload's own row."""
+    plan = _fields_plan(serializer_class, _computed(events))
+    return sorted({key for _, key, _ in plan if key[0] != "="} | {"id"})
+
+
+def build_workloads(
+    rows: list[dict[str, Any]],
     serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
     pod_serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
     event_serializer_class: type[serializers.Serializer] | None = None,  # type: ignore[type-arg]
 ) -> list[dict[str, Any]]:
-    """The workloads `ids` (in this order) as `serializer_class` shows them.
+    """Workload `rows` (``values(*row_keys(...))``, in order) as `serializer_class` shows them.
 
-    Three queries (rows, node pools, pods), four with the event timeline of a detail view.
+    Two more queries (node pools, pods), three with the event timeline of a detail view.
     """
-    ids = list(ids)
-    if not ids:
+    if not rows:
         return []
+    ids = [row["id"] for row in rows]
     datetimes = _Datetimes()
-    computed = ("pods", "node_pools", *(("events",) if event_serializer_class else ()))
-    plan = _plan(serializer_class, computed, datetimes)
-
-    keys = sorted({key for _, key, _ in plan if key[0] != "="} | {"id"})
-    rows = {r["id"]: r for r in Workload.objects.filter(pk__in=ids).order_by().values(*keys)}
+    plan = _plan(serializer_class, _computed(event_serializer_class is not None), datetimes)
 
     pools: dict[int, list[str]] = defaultdict(list)
     through = Workload.node_pools.through
@@ -175,12 +186,25 @@ def workload_rows(
         event_plan = _plan(event_serializer_class, (), datetimes)
         events = _nested(WorkloadEvent, ids, event_plan, ("at", "id"))
 
-    page = []
-    for pk in ids:
-        row = rows.get(pk)
-        if row is not None:
-            row["=pods"] = pods.get(pk, [])
-            row["=node_pools"] = pools.get(pk, [])
-            row["=events"] = events.get(pk, [])
-            page.append(_build(plan, row))
-    return page
+    built = []
+    for row in rows:
+        pk = row["id"]
+        row["=pods"] = pods.get(pk, [])
+        row["=node_pools"] = pools.get(pk, [])
+        row["=events"] = events.get(pk, [])
+        built.append(_build(plan, row))
+    return built
+
+
+def workload_rows(
+    ids: Iterable[int],
+    serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
+    pod_serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
+    event_serializer_class: type[serializers.Serializer] | None = None,  # type: ignore[type-arg]
+) -> list[dict[str, Any]]:
+    """The workloads `ids` (in this order, missing ones left out) as build_workloads shows them."""
+    ids = list(ids)
+    keys = row_keys(serializer_class, events=event_serializer_class is not None)
+    found = {r["id"]: r for r in Workload.objects.filter(pk__in=ids).order_by().values(*keys)}
+    rows = [found[pk] for pk in ids if pk in found]
+    return build_workloads(rows, serializer_class, pod_serializer_class, event_serializer_class)
