@@ -98,6 +98,7 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
     return {
         "n": len(ordered),
         "median_ms": round(statistics.median(ordered) * 1000, 1),
+        "mean_ms": round(statistics.fmean(ordered) * 1000, 1),
         "p95_ms": round(p95 * 1000, 1),
         "max_ms": round(ordered[-1] * 1000, 1),
     }
@@ -228,7 +229,7 @@ def main() -> None:
         json.dumps(
             {
                 "mode": "embedded: SQLite, uvicorn (manage.py serve), in-process runner",
-                "sqlite": "WAL, IMMEDIATE transactions, writers queued in the process (console.sqlite)",
+                "sqlite": "WAL, IMMEDIATE, writers queued in the process (console.sqlite)",
                 "jobs": args.jobs,
                 "workspaces": len(WORKSPACES),
                 "clients": args.clients,
