@@ -2,7 +2,9 @@
 
 Intervals in jobs.tasks.SCHEDULE are simulated seconds; at SIM_SPEED 144 a 60 s sample
 interval is under half a real second, so each task runs at most every MIN_REAL_INTERVAL.
-A submit, cancel or scale wakes the loop at once (jobs.wakeup).
+A submit, cancel or scale wakes the loop (jobs.wakeup): the cycle runs at once, or, when one
+ran less than MIN_REAL_INTERVAL ago, as soon as that floor has passed, so a burst of submits
+is served by one cycle instead of a cycle each (each holding the write lock and the GIL).
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ class Runner(threading.Thread):
         """Real seconds between two runs of a task."""
         return max(tasks.SCHEDULE[name] / self.speed, MIN_REAL_INTERVAL)
 
+    def forced_cycle_delay(self, now: float) -> float:
+        """Real seconds a requested cycle waits: none once MIN_REAL_INTERVAL has passed."""
+        last = self.last_run.get("jobs.tasks.scheduling_cycle", -1e9)
+        return max(0.0, last + MIN_REAL_INTERVAL - now)
+
     def tick(self, *, force_cycle: bool = False) -> None:
         """Run every task that is due (in the order beat's intervals make natural)."""
         for job in self.extra:
@@ -71,6 +78,8 @@ class Runner(threading.Thread):
         on_cycle_requested(self.wake.set)
         while not self.stopped.is_set():
             woke = self.wake.wait(MIN_REAL_INTERVAL)
+            if woke:
+                self.stopped.wait(self.forced_cycle_delay(time.monotonic()))
             self.wake.clear()
             self.tick(force_cycle=woke)
 

@@ -78,7 +78,8 @@ TEMPLATES = [
 
 DATABASES = {
     "default": {
-        "ENGINE": "django.db.backends.sqlite3",
+        # Django's SQLite backend, with this process's writers queued (console/sqlite).
+        "ENGINE": "console.sqlite",
         "NAME": env("SQLITE_PATH", str(BASE_DIR / "tidepool.sqlite3")),
         # WAL lets pages read while the control loop writes; IMMEDIATE takes the write lock
         # up front, so concurrent writers wait instead of failing with "database is locked".
@@ -87,6 +88,9 @@ DATABASES = {
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         },
+        # The server's worker threads live as long as it does; each keeps its connection
+        # instead of opening (and re-running init_command) for every request.
+        "CONN_MAX_AGE": None,
     }
 }
 if env("DATABASE_URL", ""):

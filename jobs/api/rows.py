@@ -1,10 +1,10 @@
-"""Workload list pages built from ``.values()`` rows, as the list serializers would show them.
+"""Workloads built from ``.values()`` rows, as the list (or detail) serializers would show them.
 
 A page of 50 through ``ModelSerializer`` builds about 100 model instances and calls a DRF
-field per value; here each page is five narrow queries (ids of the page in order, the rows,
-their node pools, their pods) and one converter per value. The plan of fields comes from the
-list serializer itself, so the JSON keeps its fields, their order and their values (a test
-compares both ways on every kind).
+field per value; here a page is three queries (the page's rows, walked in list order on the
+list index, their node pools, their pods) and one converter per value. The plan of fields
+comes from the serializer itself, so the JSON keeps its fields, their order and their values
+(tests compare both ways on every kind).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rest_framework import fields as f
 from rest_framework.settings import api_settings
 
 from console.api import GPUField
-from jobs.models import Pod, Workload
+from jobs.models import Pod, Workload, WorkloadEvent
 
 Convert = Callable[[Any], Any]
 # Values that come straight out of the database as the JSON shows them.
@@ -118,21 +118,57 @@ def _build(plan: Plan, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def workload_rows(
-    ids: Iterable[int],
+def _nested(
+    model: Any,
+    ids: list[int],
+    plan: Plan,
+    order: tuple[str, ...],
+    extra: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[int, list[dict[str, Any]]]:
+    """Rows of `model` belonging to the workloads `ids`, shown by `plan`, per workload."""
+    keys = sorted({key for _, key, _ in plan if key[0] != "="} | {"workload_id"})
+    nested: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in model.objects.filter(workload_id__in=ids).order_by(*order).values(*keys):
+        if extra is not None:
+            extra(row)
+        nested[row["workload_id"]].append(_build(plan, row))
+    return nested
+
+
+def _pod_name(pod: dict[str, Any]) -> None:
+    pod["=name"] = f"tp-{pod['workload_id']}-{pod['index']}-{pod['attempt']}"
+
+
+def _computed(events: bool) -> tuple[str, ...]:
+    """The fields filled here rather than read from the workload's row."""
+    return ("pods", "node_pools", *(("events",) if events else ()))
+
+
+def row_keys(
+    serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
+    *,
+    events: bool = False,
+) -> list[str]:
+    """The ``values()`` keys that `serializer_class` shows of a workload's own row."""
+    plan = _fields_plan(serializer_class, _computed(events))
+    return sorted({key for _, key, _ in plan if key[0] != "="} | {"id"})
+
+
+def build_workloads(
+    rows: list[dict[str, Any]],
     serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
     pod_serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
+    event_serializer_class: type[serializers.Serializer] | None = None,  # type: ignore[type-arg]
 ) -> list[dict[str, Any]]:
-    """The page `ids` (in this order) as `serializer_class` shows them, in three queries."""
-    ids = list(ids)
-    if not ids:
-        return []
-    datetimes = _Datetimes()
-    plan = _plan(serializer_class, ("pods", "node_pools"), datetimes)
-    pod_plan = _plan(pod_serializer_class, ("name",), datetimes)
+    """Workload `rows` (``values(*row_keys(...))``, in order) as `serializer_class` shows them.
 
-    keys = sorted({key for _, key, _ in plan if key[0] != "="} | {"id"})
-    rows = {r["id"]: r for r in Workload.objects.filter(pk__in=ids).order_by().values(*keys)}
+    Two more queries (node pools, pods), three with the event timeline of a detail view.
+    """
+    if not rows:
+        return []
+    ids = [row["id"] for row in rows]
+    datetimes = _Datetimes()
+    plan = _plan(serializer_class, _computed(event_serializer_class is not None), datetimes)
 
     pools: dict[int, list[str]] = defaultdict(list)
     through = Workload.node_pools.through
@@ -143,19 +179,32 @@ def workload_rows(
     ):
         pools[workload_id].append(pool)
 
-    pod_keys = sorted({key for _, key, _ in pod_plan if key[0] != "="} | {"workload_id"})
-    pods: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for pod in (
-        Pod.objects.filter(workload_id__in=ids).order_by("index", "attempt").values(*pod_keys)
-    ):
-        pod["=name"] = f"tp-{pod['workload_id']}-{pod['index']}-{pod['attempt']}"
-        pods[pod["workload_id"]].append(_build(pod_plan, pod))
+    pod_plan = _plan(pod_serializer_class, ("name",), datetimes)
+    pods = _nested(Pod, ids, pod_plan, ("index", "attempt"), _pod_name)
+    events = {}
+    if event_serializer_class is not None:
+        event_plan = _plan(event_serializer_class, (), datetimes)
+        events = _nested(WorkloadEvent, ids, event_plan, ("at", "id"))
 
-    page = []
-    for pk in ids:
-        row = rows.get(pk)
-        if row is not None:
-            row["=pods"] = pods.get(pk, [])
-            row["=node_pools"] = pools.get(pk, [])
-            page.append(_build(plan, row))
-    return page
+    built = []
+    for row in rows:
+        pk = row["id"]
+        row["=pods"] = pods.get(pk, [])
+        row["=node_pools"] = pools.get(pk, [])
+        row["=events"] = events.get(pk, [])
+        built.append(_build(plan, row))
+    return built
+
+
+def workload_rows(
+    ids: Iterable[int],
+    serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
+    pod_serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
+    event_serializer_class: type[serializers.Serializer] | None = None,  # type: ignore[type-arg]
+) -> list[dict[str, Any]]:
+    """The workloads `ids` (in this order, missing ones left out) as build_workloads shows them."""
+    ids = list(ids)
+    keys = row_keys(serializer_class, events=event_serializer_class is not None)
+    found = {r["id"]: r for r in Workload.objects.filter(pk__in=ids).order_by().values(*keys)}
+    rows = [found[pk] for pk in ids if pk in found]
+    return build_workloads(rows, serializer_class, pod_serializer_class, event_serializer_class)

@@ -6,10 +6,11 @@ permission on the workload's workspace (developers, operators, workspace admins)
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
+from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, mixins, serializers, status
 from rest_framework.decorators import action
@@ -19,7 +20,7 @@ from rest_framework.response import Response
 from console.api import ClusterViewSet, WorkspaceScopedViewSet, is_id
 from jobs import clock
 from jobs.api import serializers as s
-from jobs.api.rows import workload_rows
+from jobs.api.rows import build_workloads, row_keys, workload_rows
 from jobs.choices import Kind
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.services.scaling import (
@@ -32,6 +33,22 @@ from jobs.services.workloads import instance_start, job_submit, service_create, 
 from workspaces.roles import SUBMIT
 
 PODS = Prefetch("pods", queryset=Pod.objects.select_related("node").order_by("index", "attempt"))
+
+
+class _Counted:
+    """Rows to paginate whose count is that of a narrower queryset (the same rows, no joins)."""
+
+    def __init__(self, rows: QuerySet[Any], counted: QuerySet[Any]) -> None:
+        self.rows = rows
+        self.counted = counted
+        self.ordered = rows.ordered
+
+    def count(self) -> int:
+        """How many rows there are."""
+        return self.counted.count()
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.rows[index]
 
 
 class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, WorkspaceScopedViewSet):
@@ -73,15 +90,15 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """A page of this kind, shown as ``serializer_class`` shows it (built from values()).
 
-        The page's ids come first from a narrow ordered query (SQLite sorts ids, not whole
-        rows), then the rows, node pools and pods of those ids only.
+        The page's rows come in one query walking the list index; the count comes from the
+        filtered rows alone, without the joins that fetch names.
         """
+        shown = self.get_serializer_class()
         scoped = WorkspaceScopedViewSet.get_queryset(self).filter(kind=self.kind)
-        ids = self.filter_queryset(scoped).values_list("pk", flat=True)
-        page = self.paginate_queryset(ids)
-        rows = workload_rows(
-            ids if page is None else page, self.get_serializer_class(), s.PodSerializer
-        )
+        filtered = self.filter_queryset(scoped)
+        values = _Counted(filtered.values(*row_keys(shown)), filtered)
+        page: Any = self.paginate_queryset(cast(Any, values))
+        rows = build_workloads(list(values.rows if page is None else page), shown, s.PodSerializer)
         if page is None:
             return Response(rows)
         return self.get_paginated_response(rows)
@@ -109,9 +126,13 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         return self._answer(workload, status.HTTP_201_CREATED)
 
     def _answer(self, workload: Workload, code: int = status.HTTP_200_OK) -> Response:
-        """The workload as stored now, with its events."""
-        fresh = self.get_queryset().prefetch_related("events").get(pk=workload.pk)
-        return Response(self.detail_serializer_class(fresh).data, status=code)
+        """The workload as stored now, with its events (as the detail serializer shows it)."""
+        rows = workload_rows(
+            [workload.pk], self.detail_serializer_class, s.PodSerializer, s.EventSerializer
+        )
+        if not rows:  # gone since (a workspace deleted with its workloads)
+            raise Http404("No such object.")
+        return Response(rows[0], status=code)
 
     def _cancel(self, request: Request) -> Response:
         """Cancel (or, for an instance, stop) the workload."""

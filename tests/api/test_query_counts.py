@@ -178,3 +178,56 @@ def test_list_rows_show_what_the_model_serializers_show(
     page = api(bob).get(f"/api/v1/{path}/?page_size=4&page=2").json()
     assert page["results"] == expected[4:8]
     assert page["count"] == len(expected)
+
+
+@pytest.mark.parametrize("path", ["jobs", "services", "instances"])
+def test_answers_to_actions_show_what_the_detail_serializers_show(
+    api: Any, demo: Any, admin: Any, bob: Any, clock: Any, path: str
+) -> None:
+    """Submit, cancel and scale answer with rows built from values(), as the detail shows."""
+    from rest_framework.renderers import JSONRenderer
+
+    from jobs.api import serializers as s
+    from jobs.api.rows import workload_rows
+
+    _seed(demo, bob, clock, 12)
+    _vary(demo, clock)
+    WorkloadEvent.objects.bulk_create(
+        [
+            WorkloadEvent(workload=w, at=clock.now(), kind="admitted", message="m ✓", data={"a": 1})
+            for w in Workload.objects.all()
+        ]
+    )
+    serializer, kind = {
+        "jobs": (s.JobDetailSerializer, Kind.TRAINING),
+        "services": (s.ServiceDetailSerializer, Kind.INFERENCE),
+        "instances": (s.InstanceDetailSerializer, Kind.INTERACTIVE),
+    }[path]
+    events = WorkloadEvent.objects.order_by("at", "id")
+    pods = Pod.objects.select_related("node").order_by("index", "attempt")
+    rows = (
+        Workload.objects.filter(kind=kind)
+        .select_related("workspace", "quota", "owner")
+        .prefetch_related(
+            "node_pools", Prefetch("pods", queryset=pods), Prefetch("events", queryset=events)
+        )
+    )
+    expected = json.loads(JSONRenderer().render(serializer(rows, many=True).data))
+    built = json.loads(
+        JSONRenderer().render(
+            workload_rows([w.pk for w in rows], serializer, s.PodSerializer, s.EventSerializer)
+        )
+    )
+    assert built == expected
+    assert all(row["events"] and row["pods"] for row in built)
+    # And through the API: a cancel answers with the detail of the job as stored now.
+    job = Workload.objects.filter(kind=kind).order_by("id").first()
+    assert job is not None
+    action = "stop" if path == "instances" else "cancel"
+    answer = api(bob).post(f"/api/v1/{path}/{job.pk}/{action}/")
+    assert answer.status_code == 200, answer.content
+    job.refresh_from_db()
+    fresh = Workload.objects.filter(pk=job.pk).prefetch_related(
+        "node_pools", Prefetch("pods", queryset=pods), Prefetch("events", queryset=events)
+    )
+    assert answer.json() == json.loads(JSONRenderer().render(serializer(fresh[0]).data))

@@ -40,7 +40,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def live_server(transactional_db: None) -> LiveServer:
-    """The console's ASGI app under daphne, websockets included (tests/browser/server.py)."""
+    """The console under uvicorn, websockets included (tests/browser/server.py)."""
     return server()
 
 

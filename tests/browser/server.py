@@ -1,12 +1,13 @@
-"""The browser tests' server: the console's ASGI app under daphne, in a thread of this process.
+"""The browser tests' server: the console's app under uvicorn, in a thread of this process.
 
 pytest-django's live_server is a WSGI server and cannot upgrade a websocket, so live pages
-would never update there. Daphne in a thread shares the in-memory channel layer and the test
-database with the test. Twisted's reactor starts once per process: one server per session.
+would never update there. uvicorn in a thread serves what `manage.py serve` serves
+(console.serving) and shares the in-memory channel layer and the test database with the test.
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -14,50 +15,34 @@ from typing import Any
 from django.test import override_settings
 
 
-class _Daphne(threading.Thread):
-    """daphne on a free port of 127.0.0.1, with static files, until the session ends."""
+class _Uvicorn(threading.Thread):
+    """uvicorn on a free port of 127.0.0.1, with static files, until the session ends."""
 
     def __init__(self) -> None:
-        super().__init__(name="daphne-live-server", daemon=True)
-        self.ready = threading.Event()
-        self.port = 0
+        super().__init__(name="uvicorn-live-server", daemon=True)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = int(self.sock.getsockname()[1])
+        self.sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
-            from channels.routing import ProtocolTypeRouter
-            from daphne.server import Server
-            from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-            from django.core.asgi import get_asgi_application
-            from twisted.internet import reactor
+            import uvicorn
 
-            from console.asgi import application
+            from console.serving import application
 
-            app = ProtocolTypeRouter(
-                {
-                    "http": ASGIStaticFilesHandler(get_asgi_application()),
-                    "websocket": application.application_mapping["websocket"],
-                }
+            config = uvicorn.Config(
+                application(static=True),
+                loop="uvloop",
+                http="httptools",
+                ws="websockets-sansio",
+                lifespan="off",
+                log_level="warning",
             )
-            self.server = Server(
-                application=app,
-                endpoints=["tcp:port=0:interface=127.0.0.1"],
-                signal_handlers=False,
-                verbosity=0,
-            )
-
-            def resolve() -> None:
-                if self.server.listening_addresses:
-                    self.port = self.server.listening_addresses[0][1]
-                    self.ready.set()
-                else:
-                    reactor.callLater(0.05, resolve)  # type: ignore[attr-defined]
-
-            reactor.callLater(0.05, resolve)  # type: ignore[attr-defined]
-            self.server.run()
+            uvicorn.Server(config).run(sockets=[self.sock])
         except BaseException as error:  # surface start-up failures in the fixture
             self.error = error
-            self.ready.set()
 
 
 class LiveServer:
@@ -68,19 +53,18 @@ class LiveServer:
         self._live_server_modified_settings = override_settings()
 
 
-_daphne: _Daphne | None = None
+_uvicorn: _Uvicorn | None = None
 
 
 def server() -> LiveServer:
-    """The session's daphne server, started on first use."""
-    global _daphne
-    if _daphne is None:
-        _daphne = _Daphne()
-        _daphne.start()
-        assert _daphne.ready.wait(20), "daphne did not start"
-    if _daphne.error is not None:
-        raise _daphne.error
-    return LiveServer(_daphne.port)
+    """The session's uvicorn server, started on first use (its socket listens at once)."""
+    global _uvicorn
+    if _uvicorn is None:
+        _uvicorn = _Uvicorn()
+        _uvicorn.start()
+    if _uvicorn.error is not None:
+        raise _uvicorn.error
+    return LiveServer(_uvicorn.port)
 
 
 def off_thread(run: Callable[[], Any]) -> Any:

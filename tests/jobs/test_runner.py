@@ -38,3 +38,15 @@ def test_a_requested_cycle_wakes_the_loop(submit, bob, sim) -> None:
     on_cycle_requested(runner.wake.set)
     submit(bob, "wakes")  # commits, then request_cycle's on_commit fires
     assert runner.wake.is_set()
+
+
+def test_a_requested_cycle_waits_out_the_floor_after_the_last_cycle(submit, bob, sim) -> None:
+    runner = Runner(speed=1.0)
+    runner.tick()
+    ran = runner.last_run["jobs.tasks.scheduling_cycle"]
+    assert runner.forced_cycle_delay(ran) == pytest.approx(MIN_REAL_INTERVAL)
+    assert runner.forced_cycle_delay(ran + MIN_REAL_INTERVAL / 4) == pytest.approx(
+        MIN_REAL_INTERVAL * 3 / 4
+    )
+    assert runner.forced_cycle_delay(ran + MIN_REAL_INTERVAL) == 0
+    assert Runner(speed=1.0).forced_cycle_delay(ran) == 0  # no cycle yet: at once

@@ -1,4 +1,8 @@
-"""Serve the console with the embedded control loop, simulated clock and demo traffic."""
+"""Serve the console with the embedded control loop, simulated clock and demo traffic.
+
+The server is uvicorn (httptools, uvloop, websockets) on console.serving's app: HTTP requests
+run Django's sync handler in one hop to a long-lived thread, websockets go through Channels.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, time
 from typing import Any
 
+import uvicorn
 from django.conf import settings
-from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from console.demo import seed_demo_service
 from console.runner import Runner
+from console.serving import application
 from console.traffic import DemoTraffic
 from jobs import clock
 from jobs.clock import SimulatedClock
@@ -50,7 +55,19 @@ class Command(BaseCommand):
             f"Simulated clock at {start:%Y-%m-%d %H:%M} UTC, {options['speed']:g}× real time "
             f"(one day in {24 * 60 / options['speed']:.0f} minutes)."
         )
+        self.stdout.write(f"Serving http://127.0.0.1:{options['port']}/ (Ctrl-C stops).")
+        config = uvicorn.Config(
+            application(static=settings.DEBUG),
+            host="127.0.0.1",
+            port=options["port"],
+            loop="uvloop",
+            http="httptools",
+            ws="websockets-sansio",
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+        )
         try:
-            call_command("runserver", f"127.0.0.1:{options['port']}", use_reloader=False)
+            uvicorn.Server(config).run()
         finally:
             runner.stop()

@@ -1,0 +1,1 @@
+"""Django's SQLite backend with writers queued in the process (see base.py)."""
