@@ -1,4 +1,4 @@
-"""Serve the console with the embedded control loop, simulated clock and demo traffic.
+"""Serve the console with the embedded control loop: simulated time and traffic, or a real cluster.
 
 The server is uvicorn (httptools, uvloop, websockets) on console.serving's app: HTTP requests
 run Django's sync handler in one hop to a long-lived thread, websockets go through Channels.
@@ -19,7 +19,7 @@ from console.runner import Runner
 from console.serving import application
 from console.traffic import DemoTraffic
 from jobs import clock
-from jobs.clock import SimulatedClock
+from jobs.clock import SimulatedClock, WallClock
 from jobs.models import ControlState
 
 
@@ -35,26 +35,15 @@ class Command(BaseCommand):
         parser.add_argument("--no-traffic", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        """Resume the simulated clock where the last run left it, start the loop, serve."""
-        state, _ = ControlState.objects.get_or_create(pk=1)
-        today = datetime.now(UTC).date()
-        start = state.sim_now or datetime.combine(today, time(7, 30), tzinfo=UTC)
-        sim = SimulatedClock(start, options["speed"])
-        clock.set_clock(sim)
-        seed_demo_service(now=sim.now())
-
-        def remember() -> None:
-            ControlState.objects.filter(pk=1).update(sim_now=sim.now())
-
-        extra: list[Callable[[], object]] = [remember]
-        if not options["no_traffic"]:
-            extra.append(DemoTraffic())
-        runner = Runner(speed=options["speed"], extra=extra)
+        """Start the clock and the control loop, then serve until Ctrl-C."""
+        if settings.TIDEPOOL_BACKEND == "simulated":
+            runner = self._simulated(options)
+        else:
+            # A real cluster lives in real time: no simulated clock, no demo traffic.
+            clock.set_clock(WallClock())
+            runner = Runner(speed=1.0)
+            self.stdout.write(f"Cluster backend {settings.TIDEPOOL_BACKEND}, wall clock.")
         runner.start()
-        self.stdout.write(
-            f"Simulated clock at {start:%Y-%m-%d %H:%M} UTC, {options['speed']:g}× real time "
-            f"(one day in {24 * 60 / options['speed']:.0f} minutes)."
-        )
         self.stdout.write(f"Serving http://127.0.0.1:{options['port']}/ (Ctrl-C stops).")
         config = uvicorn.Config(
             application(static=settings.DEBUG),
@@ -71,3 +60,24 @@ class Command(BaseCommand):
             uvicorn.Server(config).run()
         finally:
             runner.stop()
+
+    def _simulated(self, options: dict[str, Any]) -> Runner:
+        """Resume the simulated clock where the last run left it; the loop with demo traffic."""
+        state, _ = ControlState.objects.get_or_create(pk=1)
+        today = datetime.now(UTC).date()
+        start = state.sim_now or datetime.combine(today, time(7, 30), tzinfo=UTC)
+        sim = SimulatedClock(start, options["speed"])
+        clock.set_clock(sim)
+        seed_demo_service(now=sim.now())
+
+        def remember() -> None:
+            ControlState.objects.filter(pk=1).update(sim_now=sim.now())
+
+        extra: list[Callable[[], object]] = [remember]
+        if not options["no_traffic"]:
+            extra.append(DemoTraffic())
+        self.stdout.write(
+            f"Simulated clock at {start:%Y-%m-%d %H:%M} UTC, {options['speed']:g}× real time "
+            f"(one day in {24 * 60 / options['speed']:.0f} minutes)."
+        )
+        return Runner(speed=options["speed"], extra=extra)
