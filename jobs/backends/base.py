@@ -24,6 +24,9 @@ class PodReport:
 class Backend(Protocol):
     """A cluster the control loop drives; it never touches a pod it does not own."""
 
+    # Whether the backend records training progress; hang detection needs it.
+    reports_progress: bool
+
     def create_pod(self, pod: Pod, *, now: datetime) -> None:
         """Start a replica on the node the scheduler chose."""
         ...

@@ -26,6 +26,7 @@ class SimulatedBackend:
     """Pods start `start_delay` seconds after they are created."""
 
     start_delay: float = 30.0
+    reports_progress: bool = True
 
     def create_pod(self, pod: Pod, *, now: datetime) -> None:
         """Schedule the pod's start."""

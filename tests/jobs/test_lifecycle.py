@@ -115,6 +115,17 @@ def test_hang_is_detected_and_the_job_restarted(bob, submit, tick, sim) -> None:
     assert _refresh(job).status == Status.RUNNING
 
 
+def test_no_hang_is_declared_where_the_backend_reports_no_progress(bob, submit, tick, sim) -> None:
+    sim.reports_progress = False  # as on Kubernetes, where a pod's phase is all we see
+    job = submit(bob, "quiet", hang_minutes=10, total_work=8 * 36000)
+    tick()
+    tick(30)
+    sim.inject_hang(job)
+    tick(900)
+    job = _refresh(job)
+    assert job.status == Status.RUNNING and job.restarts == 0
+
+
 def test_node_down_reschedules_replicas_elsewhere(bob, submit, tick, sim) -> None:
     job = submit(bob, "resilient", replicas=2, total_work=16 * 36000)
     tick()

@@ -70,6 +70,9 @@ def _finished(obj: dict[str, Any]) -> bool:
 class KubernetesBackend:
     """A cluster behind an API server; it touches only pods carrying its own labels."""
 
+    # A pod's phase says nothing of training progress, so hang detection cannot run here.
+    reports_progress = False
+
     def __init__(self, api: client.CoreV1Api, kube: KubeConfig) -> None:
         self.api = api
         self.kube = kube
