@@ -19,6 +19,9 @@ class PodReport:
     exit_code: int | None = None
     reason: str = ""
     node_lost: bool = False
+    # The cluster will never run this replica as asked (no image, an inexpressible request):
+    # restarting cannot help, so the workload fails at once.
+    refused: bool = False
 
 
 class Backend(Protocol):

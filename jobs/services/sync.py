@@ -71,12 +71,13 @@ def _on_failure(pod: Pod, report: PodReport, *, now: datetime, backend: Backend)
     w = pod.workload
     why = f"Replica {pod.index} failed: {report.reason or 'exit code ' + str(report.exit_code)}"
     record(w, EventKind.FAULT, why, at=now, exit_code=report.exit_code, node_lost=report.node_lost)
-    if not _restart_allowed(w, node_lost=report.node_lost):
-        detail = (
-            "fault tolerance is off"
-            if not w.fault_tolerance
-            else (f"{w.failures} of {w.max_restarts} restarts used")
-        )
+    if report.refused or not _restart_allowed(w, node_lost=report.node_lost):
+        if report.refused:
+            detail = "the cluster will not run it as asked, so no restart is tried"
+        elif not w.fault_tolerance:
+            detail = "fault tolerance is off"
+        else:
+            detail = f"{w.failures} of {w.max_restarts} restarts used"
         end_workload(
             w,
             status=Status.FAILED,

@@ -23,7 +23,7 @@ from jobs.clock import ManualClock
 from jobs.models import Pod, Workload
 from jobs.services.cycle import scheduling_cycle_run
 from jobs.services.sync import backend_sync
-from jobs.services.workloads import Shape, job_submit, workload_cancel
+from jobs.services.workloads import Shape, job_submit, service_create, workload_cancel
 from quotas.models import Node, QuotaResource
 from tests.jobs.k8s_fake import FakeApiServer, FakeCluster
 
@@ -517,6 +517,26 @@ def test_a_replica_without_an_image_fails_without_asking_the_cluster(
     assert cluster.seen("POST") == []
     assert job.status == Status.FAILED
     assert "train has no container image; Kubernetes needs one" in job.status_reason
+
+
+def test_a_service_the_cluster_refuses_fails_instead_of_restarting_forever(
+    loop: Callable[..., None], alice: Any, demo: Any, clock: ManualClock, cluster: FakeCluster
+) -> None:
+    service = service_create(
+        actor=alice,
+        workspace=demo.workspaces["workspace_a"],
+        quota=demo.quotas["Quota 1"],
+        name="no-image",
+        shape=Shape(replicas=1, gpu=8000, cpu=4000, memory=16384),
+        node_pools=[demo.node_pool],
+        now=clock.now(),
+    )
+    for _ in range(4):
+        loop()
+    service.refresh_from_db()
+    assert cluster.seen("POST") == []
+    assert service.status == Status.FAILED and service.restarts == 0
+    assert "the cluster will not run it as asked, so no restart is tried" in service.status_reason
 
 
 def test_a_pod_the_api_refuses_fails_with_the_api_s_words(

@@ -159,7 +159,7 @@ class KubernetesBackend:
             if (pod.node.name if pod.node else None) not in busy:
                 self._create(pod)
         if k in self._refused:
-            return PodReport(pod.pk, PodStatus.FAILED, reason=self._refused[k])
+            return PodReport(pod.pk, PodStatus.FAILED, reason=self._refused[k], refused=True)
         if actual is None:
             return None
         seen = observe_pod(actual)
