@@ -80,7 +80,7 @@ def replay(
     seed: int,
     policy: str,
     cpu_pods: bool = True,
-    quantum: float = 15.0,
+    quantum: float = 40.0,
     gpu_weight: float = 0.0,
 ) -> dict[str, float]:
     """Submit the arrivals one by one (no departures) and record the allocated share.
@@ -151,7 +151,7 @@ def main() -> None:
     parser.add_argument(
         "--quantum",
         type=float,
-        default=15.0,
+        default=40.0,
         help="fgd2 compares increases of fragmentation in these milli-GPU steps (0 = exactly)",
     )
     parser.add_argument(
