@@ -11,12 +11,18 @@ accepted), and otherwise the free milli-GPU on the devices too small for one of 
 A task goes to the node (and device) where F grows least. CPU and memory count, so a node whose CPU
 is exhausted strands its GPUs, and a CPU-only task is steered to where it strands the least.
 
+With a `quantum`, increases of F are compared in whole quanta (floor of increase / quantum), so
+differences smaller than a quantum, which mostly come from rare multi-GPU shapes, do not decide
+and the tighter node wins: FGD's ranking with best-fit inside each step. The paper's own scorer
+also compares coarse scores (a sigmoid of the decrease, truncated to integers 0..100).
+
 Nodes in the same state (pool, free shares per device, CPU, memory) score alike, so the scorer
 groups them by that signature and caches F per state and the best move per (state, request).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -77,8 +83,8 @@ def target_workload(
     CPU-only tasks are left out: every node's free GPU is equally useless to them, so they only
     add the same amount to each candidate's increase. Without `memory` shapes ignore memory.
     With `gpu_weight` a shape counts its pods times (its milli-GPU) ** gpu_weight, so shapes
-    that carry more of the GPU demand weigh more (0 is FGD's popularity by pod count; on openb
-    0.5 allocated slightly more than 0 or 1, see bench/replay_openb.py).
+    that carry more of the GPU demand weigh more (0 is FGD's popularity by pod count, which
+    allocates the most on openb once increases are compared in quanta; see bench/replay_openb.py).
     """
     counts: dict[tuple[int, int, int, int, frozenset[str]], int] = {}
     for gpu, cpu, mem, spec in pods:
@@ -173,14 +179,16 @@ def _signature(ns: NodeView) -> Sig:
 class FragmentationScorer:
     """Place tasks one by one on the node whose fragmentation F grows least.
 
-    Ties in the increase of F go to the tighter node (less free GPU left, then less CPU left,
-    then the node name); `pack` adds that many times the milli-GPU left on the node to the
-    increase, a small packing term. Call `update(node)` after changing a node's free resources.
+    Increases of F are compared exactly, or in whole multiples of `quantum` milli-GPU when it is
+    positive. Ties go to the tighter node (less free GPU left, then less CPU left, then the node
+    name). Call `update(node)` after changing a node's free resources.
     """
 
-    def __init__(self, nodes: Iterable[NodeView], shapes: Sequence[Shape], pack: float = 0.0):
+    def __init__(self, nodes: Iterable[NodeView], shapes: Sequence[Shape], quantum: float = 0.0):
+        if quantum < 0:
+            raise ValueError(f"quantum must be 0 or more, got {quantum}")
         self.shapes = list(shapes)
-        self.pack = pack
+        self.quantum = quantum
         self.nodes: dict[str, NodeView] = {}
         self.sig: dict[str, Sig] = {}
         # pool -> signature -> nodes in that state (dicts keep insertion order: deterministic)
@@ -223,6 +231,11 @@ class FragmentationScorer:
         self.moves[key] = out
         return out
 
+    def _step(self, delta: float) -> float:
+        """The increase of F as compared: rounded off float noise, then in whole quanta."""
+        exact = round(delta, 6)
+        return float(math.floor(exact / self.quantum)) if self.quantum else exact
+
     def _evaluate(self, pool: str, sig: Sig, req: Req) -> tuple[float, int, int, int] | None:
         dev, cpu, mem = sig
         gpu, c, m = req
@@ -235,7 +248,7 @@ class FragmentationScorer:
         best: tuple[float, int, int, int] | None = None
         if n == 0:
             delta = table.frag((dev, cpu - c, mem - m)) - before
-            return (round(delta + self.pack * free, 6), -1, free, cpu - c)
+            return (self._step(delta), -1, free, cpu - c)
         if share == MILLI:
             whole = sum(1 for d in dev if d == MILLI)
             if whole < n:
@@ -243,7 +256,7 @@ class FragmentationScorer:
             after = tuple(sorted(dev[: len(dev) - n] + (0,) * n))
             delta = table.frag((after, cpu - c, mem - m)) - before
             left = free - gpu
-            return (round(delta + self.pack * left, 6), -1, left, cpu - c)
+            return (self._step(delta), -1, left, cpu - c)
         seen = -1
         for i, d in enumerate(dev):
             if d < share or d == seen:
@@ -254,7 +267,7 @@ class FragmentationScorer:
             rest.sort()
             delta = table.frag((tuple(rest), cpu - c, mem - m)) - before
             left = free - share
-            cand = (round(delta + self.pack * left, 6), d, left, cpu - c)
+            cand = (self._step(delta), d, left, cpu - c)
             if best is None or cand < best:
                 best = cand
         return best

@@ -113,6 +113,26 @@ def test_cpu_only_task_goes_where_it_strands_no_gpu() -> None:
     assert scorer.choose((0, 4000, 10), ("T4",)) == ("b", ())
 
 
+def test_quantum_lets_the_tighter_node_win_small_differences() -> None:
+    # a 500 share with 2 cores: on the big node nothing is stranded (increase 0); on the small
+    # node the 3 cores left are too few for the rare 4-core shape (increase 0.02 x 500 = 10)
+    shapes = [Shape(0.98, 1, 500, 0, 0), Shape(0.02, 1, 500, 4000, 0)]
+    state = state_of(Node("big", "T4", 2, 100_000, 1000), Node("small", "T4", 1, 5000, 1000))
+    req = (500, 2000, 10)
+    assert FragmentationScorer(state.nodes.values(), shapes).choose(req, ("T4",))[0] == "big"
+    # compared in steps of 15 the two increases are equal, and the tighter node takes it
+    coarse = FragmentationScorer(state.nodes.values(), shapes, quantum=15.0)
+    assert coarse.choose(req, ("T4",)) == ("small", (0,))
+    # steps of 5 still tell 0 from 10
+    fine = FragmentationScorer(state.nodes.values(), shapes, quantum=5.0)
+    assert fine.choose(req, ("T4",))[0] == "big"
+
+
+def test_quantum_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="quantum"):
+        FragmentationScorer([], [], quantum=-1.0)
+
+
 def test_device_choice_within_a_node() -> None:
     state = state_of(Node("a", "T4", 3, 8000, 1000))
     ns = state.nodes["a"]
@@ -168,13 +188,15 @@ def _any_fit(state: State, req: tuple[int, int, int], pools: tuple[str, ...]) ->
     return False
 
 
-def _run(seed: int, pack: float, reverse: bool = False) -> list[tuple[str, tuple[int, ...]] | None]:
+def _run(
+    seed: int, quantum: float, reverse: bool = False
+) -> list[tuple[str, tuple[int, ...]] | None]:
     rng = random.Random(seed)
     nodes = _cluster(rng)
     pods = _pods(rng, 400)
     state = state_of(*(reversed(nodes) if reverse else nodes))
     pools_all = tuple(sorted(state.pools))
-    scorer = FragmentationScorer(state.nodes.values(), target_workload(pods), pack)
+    scorer = FragmentationScorer(state.nodes.values(), target_workload(pods), quantum)
     out: list[tuple[str, tuple[int, ...]] | None] = []
     for gpu, cpu, mem, spec in pods:
         req = (gpu, cpu, mem)
@@ -193,14 +215,14 @@ def _run(seed: int, pack: float, reverse: bool = False) -> list[tuple[str, tuple
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("pack", [0.0, 0.01])
-def test_never_picks_a_node_where_the_task_does_not_fit(seed: int, pack: float) -> None:
-    placed = _run(seed, pack)
+@pytest.mark.parametrize("quantum", [0.0, 15.0])
+def test_never_picks_a_node_where_the_task_does_not_fit(seed: int, quantum: float) -> None:
+    placed = _run(seed, quantum)
     assert any(c is not None for c in placed) and any(c is None for c in placed)
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_deterministic_and_independent_of_node_order(seed: int) -> None:
-    first = _run(seed, 0.01)
-    assert _run(seed, 0.01) == first
-    assert _run(seed, 0.01, reverse=True) == first
+    first = _run(seed, 15.0)
+    assert _run(seed, 15.0) == first
+    assert _run(seed, 15.0, reverse=True) == first
