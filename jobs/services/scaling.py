@@ -227,17 +227,31 @@ def scaling_rule_update(
     return rule
 
 
+def _drop_task(task: PeriodicTask | None) -> None:
+    """Delete a rule's beat task, and its crontab if no other task uses it."""
+    if task is not None:
+        schedule_id = task.crontab_id
+        task.delete()
+        if schedule_id:
+            _drop_unused_schedule(schedule_id)
+
+
 @transaction.atomic
 def scaling_rule_delete(*, rule: ScalingRule) -> None:
     """Remove a rule and its beat task."""
     rule = ScalingRule.objects.select_related("periodic_task").get(pk=rule.pk)
     task = rule.periodic_task
     rule.delete()
-    if task is not None:
-        schedule_id = task.crontab_id
-        task.delete()
-        if schedule_id:
-            _drop_unused_schedule(schedule_id)
+    _drop_task(task)
+
+
+def scaling_rules_retire(*, service: Workload) -> None:
+    """An ended service's rules stay on record, disabled; their beat tasks go."""
+    for rule in service.scaling_rules.select_related("periodic_task"):
+        task = rule.periodic_task
+        rule.enabled, rule.periodic_task = False, None
+        rule.save(update_fields=["enabled", "periodic_task"])
+        _drop_task(task)
 
 
 # Firing --------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from jobs.choices import (
 )
 from jobs.events import record
 from jobs.models import Workload
+from jobs.services.scaling import scaling_rules_retire
 from jobs.wakeup import request_cycle
 from quotas.models import NodePool, Quota
 from workspaces.models import Workspace, WorkspaceQuota
@@ -339,6 +340,8 @@ def end_workload(
     workload.ended_at = now
     workload.pending_reason = ""
     workload.save(update_fields=["status", "status_reason", "ended_at", "pending_reason"])
+    if workload.kind == Kind.INFERENCE:
+        scaling_rules_retire(service=workload)
     record(workload, event_kind, reason, at=now)
 
 

@@ -25,6 +25,7 @@ from jobs.services.scaling import (
     scaling_rules_fire_due,
     service_scale,
 )
+from jobs.services.workloads import workload_cancel
 
 # 2025-06-01 is a Sunday; 20:00 UTC is 04:00 on Monday June 2 in Shanghai.
 START = datetime(2025, 6, 1, 20, tzinfo=UTC)
@@ -414,6 +415,20 @@ def test_deleting_a_rule_removes_its_periodic_task(service: Workload) -> None:
     assert not PeriodicTask.objects.filter(pk=task_id).exists()
     assert not CrontabSchedule.objects.filter(hour="8").exists()
     assert PeriodicTask.objects.filter(pk=night.periodic_task_id).exists()
+
+
+def test_ending_a_service_disables_its_rules_and_removes_their_beat_tasks(
+    service: Workload, alice: Any
+) -> None:
+    day, night = day_and_night(service)
+    workload_cancel(actor=alice, workload=service, now=START)
+    assert not PeriodicTask.objects.filter(name__startswith="Scaling rule").exists()
+    assert not CrontabSchedule.objects.filter(hour__in=["8", "22"]).exists()
+    rules = ScalingRule.objects.filter(service=service)
+    assert [(r.name, r.enabled, r.periodic_task_id) for r in rules] == [
+        (day.name, False, None),
+        (night.name, False, None),
+    ]
 
 
 def test_rules_with_the_same_schedule_share_a_crontab(service: Workload) -> None:

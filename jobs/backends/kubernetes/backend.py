@@ -78,7 +78,8 @@ class KubernetesBackend:
         self.kube = kube
         self._pods: dict[str, dict[str, Any]] = {}  # owned pods by name, as last seen
         self._version: str | None = None  # the resourceVersion the cache is at
-        self._refused: dict[Key, str] = {}  # replicas the cluster will not run, and why
+        # replicas the cluster will not run, why, and whether a new attempt cannot help either
+        self._refused: dict[Key, tuple[str, bool]] = {}
         self._nodes: dict[str, ClusterNode] | None = None  # listed during this observe
         self._nodes_at: datetime | None = None  # when the node rows were last synced
 
@@ -159,7 +160,8 @@ class KubernetesBackend:
             if (pod.node.name if pod.node else None) not in busy:
                 self._create(pod)
         if k in self._refused:
-            return PodReport(pod.pk, PodStatus.FAILED, reason=self._refused[k], refused=True)
+            why, final = self._refused[k]
+            return PodReport(pod.pk, PodStatus.FAILED, reason=why, refused=final)
         if actual is None:
             return None
         seen = observe_pod(actual)
@@ -198,7 +200,7 @@ class KubernetesBackend:
         try:
             namespace, body = pod_body(pod, self.kube)
         except Refused as e:
-            self._refused[k] = clip(str(e))
+            self._refused[k] = (clip(str(e)), True)
             return
         try:
             created = _json(
@@ -210,7 +212,7 @@ class KubernetesBackend:
             if e.status == 409:
                 self._adopt(namespace, pod.name, k)
             elif e.status in REFUSING:
-                self._refused[k] = clip(f"Kubernetes refused the pod: {_api_message(e)}")
+                self._refused[k] = (clip(f"Kubernetes refused the pod: {_api_message(e)}"), True)
             else:
                 log.warning(
                     "Creating pod %s/%s failed (%s); retrying later.", namespace, pod.name, e
@@ -231,7 +233,9 @@ class KubernetesBackend:
         if existing is not None and owned(existing, self.kube) and key_of(existing) == k:
             self._pods[name] = existing
         elif existing is not None:
-            self._refused[k] = f"A pod named {name} already exists in {namespace} and is not ours."
+            # the next attempt has another name, so a restart can succeed
+            why = f"A pod named {name} already exists in {namespace} and is not ours."
+            self._refused[k] = (why, False)
 
     def _read(self, namespace: str, name: str) -> dict[str, Any] | None:
         """One pod as the API has it, None if there is none."""
