@@ -154,7 +154,7 @@ class Cycle:
                         continue
                     # A preemptor that evicted someone keeps its place for the rest of the
                     # cycle: its victims must never have been evicted for nothing.
-                    state.shielded.add(w.name)
+                    state.shield(w.name)
                     self.evicted.append(v.w)
                     self.preempted.append(
                         Preemption(v.w.name, w.name, kind.reason, state.work_lost(v))

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import bisect
+from typing import TYPE_CHECKING
 
 from .tree import QuotaTree, Vec, vec
 from .types import MILLI, Placement, ScenarioError, Snapshot, Workload
+
+if TYPE_CHECKING:
+    from .preemption.base import Window
 
 LEVEL = 50  # partial devices are bucketed in steps of 50 milli-GPU
 LEVELS = MILLI // LEVEL
@@ -27,6 +31,7 @@ class NodeState:
         "residents",
         "schedulable",
         "index",
+        "freed",
     )
 
     def __init__(self, name: str, pool: str, gpus: int, cpu: int, mem: int, sched: bool) -> None:
@@ -44,6 +49,9 @@ class NodeState:
         self.residents: dict[str, int] = {}
         self.schedulable = sched
         self.index: PoolIndex | None = None
+        # times capacity was given back here: a victim search that failed stays failed
+        # while no node it looked at gained capacity (see preemption.base)
+        self.freed = 0
 
     def free_gpu(self) -> int:
         """Total free milli-GPU over the devices."""
@@ -180,7 +188,13 @@ class State:
         # several groups merged in preference order, and which merged lists hold each group
         self.merged_cache: dict[tuple[str, tuple[tuple[str, bool], ...]], list[Entry]] = {}
         self.merged_by_group: dict[tuple[str, str, bool], list[list[Entry]]] = {}
-        self.generation = 0
+        # first candidates of victim streams, per (pool, groups, priority bound, preemptor),
+        # and the windows drawn from each group: a change to a possible victim drops the
+        # windows it can affect (see touch)
+        self.windows: dict[tuple[object, ...], Window] = {}
+        self.window_groups: dict[
+            tuple[str, str, bool], list[tuple[tuple[object, ...], Window]]
+        ] = {}
         # the running entries in the last classification's per-quota order (see classify)
         self.class_order: list[Entry] = []
         # workloads started this cycle; a victim among them is displaced (its admission is
@@ -240,6 +254,7 @@ class State:
         ns.refresh()
 
     def _give(self, ns: NodeState, req: Vec, devices: tuple[int, ...], owner: str) -> None:
+        ns.freed += 1
         share = req[0] if req[0] < MILLI else MILLI
         for i in devices:
             ns.dev[i] += share
@@ -294,15 +309,6 @@ class State:
                 key = (w.quota, pool)
                 self.borrowed[key] = self.borrowed.get(key, 0) + dg
 
-    def set_in_quota(self, e: Entry, in_quota: bool) -> None:
-        """Relabel an entry, moving its usage between In Quota and Not in Quota."""
-        if e.in_quota == in_quota:
-            return
-        self._account(e, -1)
-        e.in_quota = in_quota
-        e.key = None
-        self._account(e, 1)
-
     def relabel(self, labels: dict[str, bool], inq: dict[tuple[str, str], list[int]]) -> None:
         """Apply a whole classification at once, rebuilding the In-Quota tables in one pass.
 
@@ -317,6 +323,8 @@ class State:
         self.bound_cache.clear()
         self.merged_cache.clear()
         self.merged_by_group.clear()
+        self.windows.clear()
+        self.window_groups.clear()
         borrowed = self.borrowed
         niq_at = self.niq_at
         direct_inq = self.direct_inq
@@ -381,7 +389,7 @@ class State:
         req = e.req
         for p in e.placements:
             self._give(self.nodes[p.node], req, p.devices, name)
-        self.generation += 1
+        self.touch(e)
         return e
 
     def restore(self, e: Entry) -> None:
@@ -391,7 +399,7 @@ class State:
             self._take(self.nodes[p.node], req, p.devices, e.w.name)
         self.entries[e.w.name] = e
         self._account(e, 1)
-        self.generation += 1
+        self.touch(e)
 
     def add_replica(self, w: Workload, node: str, devices: tuple[int, ...], in_quota: bool) -> None:
         """Place one new replica of w (creating its entry when it was pending)."""
@@ -407,9 +415,39 @@ class State:
         e.placements.append(Placement(node, devices))
         e.pool_counts[ns.pool] = e.pool_counts.get(ns.pool, 0) + 1
         self._account(e, 1)
-        self.generation += 1
         if created and w.kind == "training":
             self._join_groups(e, ns.pool)
+        self.touch(e)
+
+    def shield(self, name: str) -> None:
+        """Keep a preemptor that evicted someone out of every later victim search."""
+        if name not in self.shielded:
+            self.shielded.add(name)
+            e = self.entries.get(name)
+            if e is not None:
+                self.touch(e)
+
+    def touch(self, e: Entry) -> None:
+        """Drop the cached victim windows that a change to entry e can affect: those of its
+        groups whose window reaches e's place in the preference order."""
+        if not self.window_groups or e.w.kind != "training":
+            return
+        k = e.key
+        windows = self.windows
+        for pool in e.pool_counts:
+            for niq in (False,) if e.in_quota else (False, True):
+                wins = self.window_groups.get((e.w.quota, pool, niq))
+                if not wins:
+                    continue
+                keep = []
+                for key, win in wins:
+                    if windows.get(key) is not win:
+                        continue
+                    if win.last is None or k is None or k <= win.last:
+                        del windows[key]
+                    else:
+                        keep.append((key, win))
+                wins[:] = keep
 
     def _join_groups(self, e: Entry, pool: str) -> None:
         """A training entry started this cycle becomes a candidate victim of the sorted groups
@@ -440,6 +478,7 @@ class State:
         e = self.entries.get(w.name)
         if e is None:
             return
+        self.touch(e)
         self._account(e, -1)
         while len(e.placements) > keep:
             p = e.placements.pop()
@@ -452,7 +491,6 @@ class State:
             self._account(e, 1)
         else:
             del self.entries[w.name]
-        self.generation += 1
 
     # --- reads ---------------------------------------------------------------------------
 

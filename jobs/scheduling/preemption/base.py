@@ -9,11 +9,14 @@ from typing import Protocol
 
 from ..admission import Shares
 from ..placement import Choice, find_node
-from ..snapshot import Entry, State
+from ..snapshot import Entry, NodeState, State
 from ..types import MILLI, Workload
 
 VictimKey = tuple[int, bool, float, float, str]
 NODE_SCAN = 48  # best candidates whose nodes are examined per replica; bounds the search
+# kinds whose allowed() never changes within a cycle (it reads only the victim's label), so
+# a failed best-node search over the same window and node capacities fails again
+STATIC_ALLOWED = frozenset(("reclaim", "child_preemption", "priority"))
 
 
 @dataclass
@@ -109,6 +112,55 @@ def stream(kind: PreemptionKind, a: Attempt) -> Iterator[Entry]:
         yield e
 
 
+class Window:
+    """The first candidates of a victim stream, grouped by the nodes they run on."""
+
+    __slots__ = ("cached", "entries", "last", "by_node", "gpu_nodes", "nodes", "failed", "freed")
+
+    def __init__(self, state: State, entries: list[Entry], cached: bool) -> None:
+        self.cached = cached
+        self.entries = entries
+        # the victim key of the last candidate when the window is full: changes to entries
+        # that sort after it cannot change the window (None: any change can)
+        self.last = state.victim_key(entries[-1]) if len(entries) == NODE_SCAN else None
+        self.by_node: dict[str, list[Entry]] = {}
+        # nodes where some candidate holds GPU: elsewhere evictions free CPU and memory only
+        self.gpu_nodes: set[str] = set()
+        by_node = self.by_node
+        for e in entries:
+            holds_gpu = e.req[0] > 0
+            for p in e.placements:
+                lst = by_node.setdefault(p.node, [])
+                if not lst or lst[-1] is not e:
+                    lst.append(e)
+                if holds_gpu:
+                    self.gpu_nodes.add(p.node)
+        self.nodes: list[NodeState] = [state.nodes[n] for n in sorted(by_node)]
+        # requests no node of the window could take (static kinds only), valid while
+        # none of its nodes gained capacity (the sum of their freed counters is unchanged)
+        self.failed: list[tuple[int, int, int]] = []
+        self.freed = 0
+
+    def freed_now(self) -> int:
+        """How often the window's nodes have gained capacity so far."""
+        return sum(ns.freed for ns in self.nodes)
+
+
+def window(kind: PreemptionKind, a: Attempt) -> Window:
+    """The first NODE_SCAN candidates of the stream, cached until a change reaches them."""
+    state = a.state
+    me = a.w.name
+    groups = tuple(kind.candidates(a))
+    key = (a.pool, groups, a.below, me if me in state.entries else None)
+    got = state.windows.get(key)
+    if got is None:
+        got = Window(state, list(islice(stream(kind, a), NODE_SCAN)), True)
+        state.windows[key] = got
+        for q, niq in groups:
+            state.window_groups.setdefault((q, a.pool, niq), []).append((key, got))
+    return got
+
+
 def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry], bool] | None:
     """Evict the fewest, cheapest victims so the preemptor fits; restore all on failure."""
     state = a.state
@@ -146,22 +198,33 @@ def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry],
             freed += nxt.req[0] * nxt.pool_counts.get(a.pool, 0) or 1
             removed.append(state.remove(nxt.w.name))
         label = kind.admissible(a)
-    remaining = list(islice(cands, NODE_SCAN))
     # Step 2: physical room, one replica at a time, freeing the best single node each time.
+    # Without removals so far the first window is the cached one; the stream then resumes
+    # after it (a valid cache holds exactly what the stream yields first).
+    skip = 0
+    if removed:
+        win = Window(state, list(islice(cands, NODE_SCAN)), False)
+    else:
+        win = window(kind, a)
+        skip = len(win.entries)
     req = (w.request.gpu, w.request.cpu, w.request.memory)
     spread = w.kind == "inference"
     placed: list[Choice] = []
     for _ in range(a.count):
         choice = find_node(state, req, [a.pool], spread, w.name)
         if choice is None:
-            victims = _best_node(kind, a, remaining, req)
+            victims = _best_node(kind, a, win, req)
             if victims is None:
                 fail()
                 return None
+            if skip:  # before the removals, while the stream still yields the window
+                next(islice(cands, skip, skip), None)
+                skip = 0
             for v in victims:
                 removed.append(state.remove(v.w.name))
-            remaining = [e for e in remaining if state.entries.get(e.w.name) is e]
+            remaining = [e for e in win.entries if state.entries.get(e.w.name) is e]
             remaining.extend(islice(cands, NODE_SCAN - len(remaining)))
+            win = Window(state, remaining, False)
             choice = find_node(state, req, [a.pool], spread, w.name)
             if choice is None:
                 fail()
@@ -218,21 +281,34 @@ def _fits_back(state: State, v: Entry) -> bool:
 
 
 def _best_node(
-    kind: PreemptionKind, a: Attempt, remaining: list[Entry], req: tuple[int, int, int]
+    kind: PreemptionKind, a: Attempt, win: Window, req: tuple[int, int, int]
 ) -> list[Entry] | None:
-    """The node where the shortest prefix of victims makes one replica fit."""
+    """The node where the shortest prefix of victims makes one replica fit.
+
+    A request no node of the window could take stays impossible for any request at least as
+    large while the window and its nodes only lose capacity (static kinds only).
+    """
+    static = kind.reason in STATIC_ALLOWED and win.cached
+    if static and win.failed:
+        if win.freed_now() != win.freed:
+            win.failed.clear()
+        elif any(f[0] <= req[0] and f[1] <= req[1] and f[2] <= req[2] for f in win.failed):
+            return None
+    best = _scan_nodes(kind, a, win, req)
+    if best is None and static:
+        if not win.failed:
+            win.freed = win.freed_now()
+        win.failed.append(req)
+    return best
+
+
+def _scan_nodes(
+    kind: PreemptionKind, a: Attempt, win: Window, req: tuple[int, int, int]
+) -> list[Entry] | None:
+    """_best_node's search proper, over every node of the window."""
     state = a.state
-    by_node: dict[str, list[Entry]] = {}
-    # nodes where some candidate holds GPU: elsewhere evictions free CPU and memory only
-    gpu_nodes: set[str] = set()
-    for e in remaining:
-        holds_gpu = e.req[0] > 0
-        for p in e.placements:
-            lst = by_node.setdefault(p.node, [])
-            if not lst or lst[-1] is not e:
-                lst.append(e)
-            if holds_gpu:
-                gpu_nodes.add(p.node)
+    by_node = win.by_node
+    gpu_nodes = win.gpu_nodes
     # the best is the least (victim count, their victim keys, node); nodes come in order,
     # so a later node wins on fewer victims or on smaller keys only; keys are computed
     # only when two counts tie
@@ -241,10 +317,9 @@ def _best_node(
     best_keys: list[VictimKey] | None = None
     g, rc, rm = req
     need_full = g // MILLI if g >= MILLI else 0
-    nodes = state.nodes
     allowed = kind.allowed
-    for node in sorted(by_node):
-        ns = nodes[node]
+    for ns in win.nodes:
+        node = ns.name
         if ns.pool != a.pool or not ns.schedulable:
             continue
         # without a GPU-holding candidate here the GPU condition below can only hold if it
