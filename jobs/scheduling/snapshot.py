@@ -116,7 +116,6 @@ class Entry:
         "new_from",
         "key",
         "okey",
-        "orank",
     )
 
     def __init__(self, w: Workload, placements: list[Placement], in_quota: bool) -> None:
@@ -131,8 +130,6 @@ class Entry:
         self.key: tuple[int, bool, float, float, str] | None = None
         # classification order key (see classify.rank), set by each classification
         self.okey: tuple[bool, int, float, float, str] | None = None
-        # position of okey in the classification's order of all running entries
-        self.orank = 0
 
 
 class State:
@@ -195,8 +192,6 @@ class State:
         self.window_groups: dict[
             tuple[str, str, bool], list[tuple[tuple[object, ...], Window]]
         ] = {}
-        # the running entries in the last classification's per-quota order (see classify)
-        self.class_order: list[Entry] = []
         # workloads started this cycle; a victim among them is displaced (its admission is
         # withdrawn and it waits again), unless it already evicted someone (shielded)
         self.fresh: set[str] = set()
@@ -309,13 +304,19 @@ class State:
                 key = (w.quota, pool)
                 self.borrowed[key] = self.borrowed.get(key, 0) + dg
 
-    def relabel(self, labels: dict[str, bool], inq: dict[tuple[str, str], list[int]]) -> None:
+    def relabel(
+        self,
+        labels: dict[str, bool],
+        inq: dict[tuple[str, str], list[int]],
+        direct_inq: dict[tuple[str, str], list[int]],
+    ) -> None:
         """Apply a whole classification at once, rebuilding the In-Quota tables in one pass.
 
-        inq is the In-Quota subtree usage the classification summed up as it went.
+        inq is the In-Quota subtree usage and direct_inq the In-Quota usage submitted
+        directly to each quota, as the classification summed them up.
         """
         self.inq = inq
-        self.direct_inq.clear()
+        self.direct_inq = direct_inq
         self.direct_cls.clear()
         self.borrowed.clear()
         self.niq_at.clear()
@@ -327,7 +328,6 @@ class State:
         self.window_groups.clear()
         borrowed = self.borrowed
         niq_at = self.niq_at
-        direct_inq = self.direct_inq
         direct_cls = self.direct_cls
         for name, e in self.entries.items():
             ok = labels.get(name, False)
@@ -348,25 +348,17 @@ class State:
                 continue
             cls = (w.priority, w.kind == "training")
             for pool, count in e.pool_counts.items():
-                dg, dc, dm = g * count, c * count, m * count
                 k = (w.quota, pool)
-                u = direct_inq.get(k)
-                if u is None:
-                    direct_inq[k] = [dg, dc, dm]
-                else:
-                    u[0] += dg
-                    u[1] += dc
-                    u[2] += dm
                 row = direct_cls.get(k)
                 if row is None:
                     row = direct_cls[k] = {}
                 u = row.get(cls)
                 if u is None:
-                    row[cls] = [dg, dc, dm]
+                    row[cls] = [g * count, c * count, m * count]
                 else:
-                    u[0] += dg
-                    u[1] += dc
-                    u[2] += dm
+                    u[0] += g * count
+                    u[1] += c * count
+                    u[2] += m * count
 
     def _account_cls(self, w: Workload, pool: str, dg: int, dc: int, dm: int) -> None:
         """Add In-Quota usage submitted directly to w's quota to its rank-class row."""
