@@ -113,7 +113,6 @@ class Entry:
         "in_quota",
         "pool_counts",
         "req",
-        "new_from",
         "key",
         "okey",
     )
@@ -124,8 +123,6 @@ class Entry:
         self.in_quota = in_quota
         self.pool_counts: dict[str, int] = {}
         self.req: Vec = vec(w.request)
-        # index of the first placement added this cycle (len(placements) if none)
-        self.new_from = len(placements)
         # cached victim-preference key; reset when the label changes
         self.key: tuple[int, bool, float, float, str] | None = None
         # classification order key (see classify.rank), set by each classification
@@ -234,10 +231,12 @@ class State:
         if req[1] > ns.cpu or req[2] > ns.mem:
             return False
         share = req[0] if req[0] < MILLI else MILLI
+        dev = ns.dev
+        n = len(dev)
         for i in devices:
-            if i < 0 or i >= len(ns.dev) or ns.dev[i] < share:
+            if i < 0 or i >= n or dev[i] < share:
                 return False
-        return len(set(devices)) == len(devices)
+        return len(devices) < 2 or len(set(devices)) == len(devices)
 
     def _take(self, ns: NodeState, req: Vec, devices: tuple[int, ...], owner: str) -> None:
         share = req[0] if req[0] < MILLI else MILLI
@@ -565,7 +564,6 @@ class _Loader:
             else:
                 self._take(ns, share, req, devices, name)
             counts[ns.pool] = counts.get(ns.pool, 0) + 1
-        e.new_from = len(placements)
         state.entries[name] = e
         direct = self.direct
         for pool, count in counts.items():
@@ -610,8 +608,14 @@ class _Loader:
             if lo != ln:
                 if ln >= 0 and ln not in seen:
                     seen[ln] = self.seq
-                if lo >= 0 and not any(LEVEL <= d < MILLI and d // LEVEL == lo for d in dev):
-                    del seen[lo]
+                if lo >= 0:
+                    # the old bucket stays while another device is still in it
+                    low, high = lo * LEVEL, lo * LEVEL + LEVEL
+                    for d in dev:
+                        if low <= d < high:
+                            break
+                    else:
+                        del seen[lo]
             return
         for i in devices:
             dev[i] -= share

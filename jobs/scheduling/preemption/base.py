@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
@@ -95,14 +96,19 @@ def merged_groups(state: State, pool: str, groups: tuple[tuple[str, bool], ...])
     return got
 
 
-def stream(kind: PreemptionKind, a: Attempt) -> Iterator[Entry]:
-    """Live, eligible candidates of every group, merged in preference order."""
+def stream(kind: PreemptionKind, a: Attempt, after: Entry | None = None) -> Iterator[Entry]:
+    """Live, eligible candidates of every group, merged in preference order (only those
+    ranking after `after`, when given)."""
     state = a.state
     me = a.w.name
     shielded = state.shielded
     entries = state.entries
     below = a.below
-    for e in merged_groups(state, a.pool, tuple(kind.candidates(a))):
+    merged = merged_groups(state, a.pool, tuple(kind.candidates(a)))
+    start = 0
+    if after is not None:
+        start = bisect.bisect_right(merged, state.victim_key(after), key=state.victim_key)
+    for e in islice(merged, start, None):
         w = e.w
         if below is not None and w.priority >= below:
             return  # sorted by priority: nothing further qualifies
@@ -199,32 +205,36 @@ def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry],
             removed.append(state.remove(nxt.w.name))
         label = kind.admissible(a)
     # Step 2: physical room, one replica at a time, freeing the best single node each time.
-    # Without removals so far the first window is the cached one; the stream then resumes
-    # after it (a valid cache holds exactly what the stream yields first).
-    skip = 0
+    # Without removals so far the first window is the cached one, and the stream resumes
+    # after its last candidate (a valid cache holds exactly what the stream yields first;
+    # later removals only make candidates ineligible). After evictions the window is
+    # refilled only if another replica needs a node freed.
+    rest: Iterator[Entry] | None = None  # the stream after the window
     if removed:
         win = Window(state, list(islice(cands, NODE_SCAN)), False)
+        rest = cands
     else:
         win = window(kind, a)
-        skip = len(win.entries)
     req = (w.request.gpu, w.request.cpu, w.request.memory)
     spread = w.kind == "inference"
     placed: list[Choice] = []
+    stale = False
     for _ in range(a.count):
         choice = find_node(state, req, [a.pool], spread, w.name)
         if choice is None:
+            if stale:
+                if rest is None:
+                    rest = stream(kind, a, win.entries[-1])
+                remaining = [e for e in win.entries if state.entries.get(e.w.name) is e]
+                remaining.extend(islice(rest, NODE_SCAN - len(remaining)))
+                win = Window(state, remaining, False)
             victims = _best_node(kind, a, win, req)
             if victims is None:
                 fail()
                 return None
-            if skip:  # before the removals, while the stream still yields the window
-                next(islice(cands, skip, skip), None)
-                skip = 0
             for v in victims:
                 removed.append(state.remove(v.w.name))
-            remaining = [e for e in win.entries if state.entries.get(e.w.name) is e]
-            remaining.extend(islice(cands, NODE_SCAN - len(remaining)))
-            win = Window(state, remaining, False)
+            stale = True
             choice = find_node(state, req, [a.pool], spread, w.name)
             if choice is None:
                 fail()
