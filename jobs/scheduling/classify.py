@@ -105,89 +105,96 @@ Row = list[int]
 Limit = tuple[int, int, int] | None
 
 
-def classify_entries(state: State, apply: bool = True) -> dict[str, bool]:
-    """Label each running entry by the walk of DESIGN's order and, when apply is set,
-    update the state's tables (the cycle's final labelling only reports them).
+def classify_entries(state: State) -> dict[str, bool]:
+    """Every running entry's label: True = In Quota (the state is left as it is)."""
+    labels, free = _classify(state)
+    for q in free:
+        for name, e in state.by_quota[q].items():
+            labels[name] = e.w.idle != "idle_only"
+    return labels
+
+
+def relabel_entries(state: State) -> None:
+    """Classify the running set and rebuild the state's In-Quota tables from the labels."""
+    labels, _ = _classify(state)
+    tree = state.tree
+    own = _own_usage(state, labels)
+    inq: dict[tuple[str, str], Row] = {}
+    for (quota, pool), (dg, dc, dm) in own.items():
+        for a in tree.chain[quota]:
+            u = inq.get((a, pool))
+            if u is None:
+                inq[(a, pool)] = [dg, dc, dm]
+            else:
+                u[0] += dg
+                u[1] += dc
+                u[2] += dm
+    state.relabel(labels, inq, own)
+
+
+def _classify(state: State) -> tuple[dict[str, bool], list[str]]:
+    """The labels of the entries under binding quotas, and the quotas with none above.
 
     Only quotas whose min can bind need the walk's order: a quota binds when the In-Quota
     usage its subtree could reach (its own entries, plus each child's capped at that
-    child's min) exceeds its own min. Below no binding quota every entry is In Quota, in
-    any order; under a topmost binding quota the subtree's own order decides (it is that
-    subtree's part of the root's order), checking the binding quotas' rows only.
+    child's min) exceeds its own min. Below no binding quota every entry is In Quota
+    unless idle_only, in any order; under a topmost binding quota the subtree's own order
+    decides (it is that subtree's part of the root's order), checking binding rows only.
     """
     tree = state.tree
-    direct: dict[str, list[Entry]] = {}
-    # quota -> pool -> GPU, CPU, memory of the entries submitted there that may be In Quota
-    totals: dict[str, dict[str, Row]] = {}
-    for e in state.entries.values():
-        w = e.w
-        lst = direct.get(w.quota)
-        if lst is None:
-            direct[w.quota] = [e]
-        else:
-            lst.append(e)
-        if w.idle == "idle_only":
-            continue
-        g, c, m = e.req
-        per = totals.get(w.quota)
-        if per is None:
-            per = totals[w.quota] = {}
-        for pool, count in e.pool_counts.items():
-            t = per.get(pool)
-            if t is None:
-                per[pool] = [g * count, c * count, m * count]
-            else:
-                t[0] += g * count
-                t[1] += c * count
-                t[2] += m * count
-    binding = _binding(tree, totals)
-    result: dict[str, bool] = {}
-    # (quota, pool) -> In-Quota usage submitted directly there
-    own: dict[tuple[str, str], Row] = {}
+    binding = _binding(tree, state.claims)
+    labels: dict[str, bool] = {}
+    free: list[str] = []
     stack = tree.roots()
     while stack:
         q = stack.pop()
         if q in binding:
-            _walk(state, q, direct, binding, result, own)
+            _walk(state, q, binding, labels)
+        else:
+            free.append(q)
+            stack.extend(tree.children[q])
+    return labels, free
+
+
+def _own_usage(state: State, labels: dict[str, bool]) -> dict[tuple[str, str], Row]:
+    """(quota, pool) -> In-Quota usage submitted directly there: every claim of a quota
+    with no binding quota above, the walked entries' own sums elsewhere."""
+    own: dict[tuple[str, str], Row] = {}
+    walked: set[str] = set()
+    for name in labels:
+        e = state.entries[name]
+        walked.add(e.w.quota)
+        if not labels[name]:
             continue
-        stack.extend(tree.children[q])
-        for e in direct.get(q, ()):
-            result[e.w.name] = e.w.idle != "idle_only"
-        for pool, t in totals.get(q, {}).items():
-            own[(q, pool)] = list(t)
-    if apply:
-        inq: dict[tuple[str, str], Row] = {}
-        for (quota, pool), (dg, dc, dm) in own.items():
-            for a in tree.chain[quota]:
-                u = inq.get((a, pool))
-                if u is None:
-                    inq[(a, pool)] = [dg, dc, dm]
-                else:
-                    u[0] += dg
-                    u[1] += dc
-                    u[2] += dm
-        state.relabel(result, inq, own)
-    return result
+        g, c, m = e.req
+        for pool, count in e.pool_counts.items():
+            u = own.get((e.w.quota, pool))
+            if u is None:
+                own[(e.w.quota, pool)] = [g * count, c * count, m * count]
+            else:
+                u[0] += g * count
+                u[1] += c * count
+                u[2] += m * count
+    for q, per in state.claims.items():
+        if q not in walked:
+            for pool, t in per.items():
+                own[(q, pool)] = list(t)
+    return own
 
 
-def _walk(
-    state: State,
-    top: str,
-    direct: dict[str, list[Entry]],
-    binding: set[str],
-    result: dict[str, bool],
-    own: dict[tuple[str, str], Row],
-) -> None:
+def _walk(state: State, top: str, binding: set[str], labels: dict[str, bool]) -> None:
     """Label the subtree of a topmost binding quota in its order, checking binding rows."""
     tree = state.tree
     now = state.now
+    direct: dict[str, list[Entry]] = {}
     for q in (top, *tree.descendants[top]):
-        lst = direct.get(q)
+        lst = list(state.by_quota[q].values())
         if lst:
             for e in lst:
                 if e.okey is None:
                     e.okey = rank(e, now)
             lst.sort(key=_OKEY)
+            direct[q] = lst
     # (submission quota, pool) -> [(min, live subtree usage)] of the binding quotas above
     rows: dict[tuple[str, str], list[tuple[Limit, Row]]] = {}
     live: dict[tuple[str, str], Row] = {}
@@ -196,7 +203,7 @@ def _walk(
     for e in ordered(tree, top, direct)[0]:
         w = e.w
         if w.idle == "idle_only":
-            result[w.name] = False
+            labels[w.name] = False
             continue
         g, c, m = e.req
         pc = e.pool_counts
@@ -235,14 +242,7 @@ def _walk(
                     u[0] += ag
                     u[1] += ac
                     u[2] += am
-                u = own.get((w.quota, pool))
-                if u is None:
-                    own[(w.quota, pool)] = [ag, ac, am]
-                else:
-                    u[0] += ag
-                    u[1] += ac
-                    u[2] += am
-        result[w.name] = ok
+        labels[w.name] = ok
 
 
 def _binding(tree: QuotaTree, totals: dict[str, dict[str, Row]]) -> set[str]:
@@ -288,5 +288,4 @@ def _binding(tree: QuotaTree, totals: dict[str, dict[str, Row]]) -> set[str]:
 
 def classify(snapshot: Snapshot) -> dict[str, bool]:
     """Label every running workload of a snapshot: True = In Quota."""
-    state = State(snapshot)
-    return classify_entries(state, apply=False)
+    return classify_entries(State(snapshot))

@@ -125,7 +125,7 @@ class Entry:
         self.req: Vec = vec(w.request)
         # cached victim-preference key; reset when the label changes
         self.key: tuple[int, bool, float, float, str] | None = None
-        # classification order key (see classify.rank), set by each classification
+        # classification order key (see classify.rank), set when a walk needs the order
         self.okey: tuple[bool, int, float, float, str] | None = None
 
 
@@ -172,6 +172,10 @@ class State:
         self.direct_cls: dict[tuple[str, str], dict[tuple[int, bool], list[int]]] = {}
         self.pool_used: dict[str, list[int]] = {p: [0, 0, 0] for p in self.pools}
         self.entries: dict[str, Entry] = {}
+        # the running entries per submission quota, and per quota and pool the usage of
+        # those that may be In Quota (all but idle_only), for the classification
+        self.by_quota: dict[str, dict[str, Entry]] = {q: {} for q in self.tree.quotas}
+        self.claims: dict[str, dict[str, list[int]]] = {q: {} for q in self.tree.quotas}
         # running training (the only possible victims) per (submission quota, pool), and the
         # Not-in-Quota ones among them, so victim searches never scan the whole running set
         self.train_at: dict[tuple[str, str], dict[str, Entry]] = {}
@@ -276,12 +280,18 @@ class State:
                 else:
                     self.train_at[k].pop(w.name, None)
                     self.niq_at.get(k, {}).pop(w.name, None)
+        claims = self.claims[w.quota] if w.idle != "idle_only" else None
         for pool, count in e.pool_counts.items():
             dg, dc, dm = sign * g * count, sign * c * count, sign * m * count
             pu = self.pool_used[pool]
             pu[0] += dg
             pu[1] += dc
             pu[2] += dm
+            if claims is not None:
+                claim = claims.setdefault(pool, [0, 0, 0])
+                claim[0] += dg
+                claim[1] += dc
+                claim[2] += dm
             targets = [self.usage]
             if e.in_quota:
                 targets.append(self.inq)
@@ -311,8 +321,9 @@ class State:
     ) -> None:
         """Apply a whole classification at once, rebuilding the In-Quota tables in one pass.
 
-        inq is the In-Quota subtree usage and direct_inq the In-Quota usage submitted
-        directly to each quota, as the classification summed them up.
+        labels holds the entries the classification walked; every other one is In Quota
+        unless idle_only (no quota above it can bind). inq is the In-Quota subtree usage
+        and direct_inq the In-Quota usage submitted directly to each quota.
         """
         self.inq = inq
         self.direct_inq = direct_inq
@@ -329,10 +340,12 @@ class State:
         niq_at = self.niq_at
         direct_cls = self.direct_cls
         for name, e in self.entries.items():
-            ok = labels.get(name, False)
+            w = e.w
+            ok = labels.get(name)
+            if ok is None:
+                ok = w.idle != "idle_only"
             e.in_quota = ok
             e.key = None
-            w = e.w
             g, c, m = e.req
             if not ok:
                 for pool, count in e.pool_counts.items():
@@ -376,6 +389,7 @@ class State:
     def remove(self, name: str) -> Entry:
         """Take a running workload out of the state (freeing its devices); see restore()."""
         e = self.entries.pop(name)
+        del self.by_quota[e.w.quota][name]
         self._account(e, -1)
         req = e.req
         for p in e.placements:
@@ -389,6 +403,7 @@ class State:
         for p in e.placements:
             self._take(self.nodes[p.node], req, p.devices, e.w.name)
         self.entries[e.w.name] = e
+        self.by_quota[e.w.quota][e.w.name] = e
         self._account(e, 1)
         self.touch(e)
 
@@ -399,6 +414,7 @@ class State:
         if e is None:
             e = Entry(w, [], in_quota)
             self.entries[w.name] = e
+            self.by_quota[w.quota][w.name] = e
         else:
             self._account(e, -1)
         ns = self.nodes[node]
@@ -482,6 +498,7 @@ class State:
             self._account(e, 1)
         else:
             del self.entries[w.name]
+            del self.by_quota[w.quota][w.name]
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -565,8 +582,18 @@ class _Loader:
                 self._take(ns, share, req, devices, name)
             counts[ns.pool] = counts.get(ns.pool, 0) + 1
         state.entries[name] = e
+        state.by_quota[w.quota][name] = e
+        claims = state.claims[w.quota] if w.idle != "idle_only" else None
         direct = self.direct
         for pool, count in counts.items():
+            if claims is not None:
+                u = claims.get(pool)
+                if u is None:
+                    claims[pool] = [g * count, req[1] * count, req[2] * count]
+                else:
+                    u[0] += g * count
+                    u[1] += req[1] * count
+                    u[2] += req[2] * count
             k = (w.quota, pool)
             if w.kind == "training":
                 by = state.train_at.get(k)
