@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .tree import QuotaTree, Vec, vec
@@ -475,10 +476,25 @@ class State:
     def victim_key(self, e: Entry) -> tuple[int, bool, float, float, str]:
         """Lowest priority first, Not in Quota first, least work lost, newest."""
         if e.key is None:
-            w = e.w
-            started = w.started_at if w.started_at is not None else w.submitted_at
-            e.key = (w.priority, e.in_quota, self.work_lost(e), -started, w.name)
+            self.victim_keys((e,))
+        assert e.key is not None
         return e.key
+
+    def victim_keys(self, entries: Iterable[Entry]) -> None:
+        """Set the victim key of every entry that has none yet (whole groups at once).
+
+        Work lost is the GPU-seconds since the last checkpoint (or the start).
+        """
+        now = self.now
+        for e in entries:
+            if e.key is None:
+                w = e.w
+                since = w.last_checkpoint_at if w.last_checkpoint_at is not None else w.started_at
+                if since is None:
+                    since = now
+                lost = max(0.0, e.req[0] * len(e.placements) / MILLI * (now - since))
+                started = w.started_at if w.started_at is not None else w.submitted_at
+                e.key = (w.priority, e.in_quota, lost, -started, w.name)
 
     def drop_new_replicas(self, w: Workload, keep: int) -> None:
         """Undo replicas placed this cycle beyond index keep (a gang that did not fit)."""
@@ -514,12 +530,7 @@ class State:
 
     def work_lost(self, e: Entry) -> float:
         """GPU-seconds since the last checkpoint (or the start) of a running workload."""
-        w = e.w
-        since = w.last_checkpoint_at if w.last_checkpoint_at is not None else w.started_at
-        if since is None:
-            since = self.now
-        gpus = e.req[0] * len(e.placements) / MILLI
-        return max(0.0, gpus * (self.now - since))
+        return self.victim_key(e)[2]
 
 
 class _Loader:

@@ -6,6 +6,7 @@ import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
+from operator import attrgetter
 from typing import Protocol
 
 from ..admission import Shares
@@ -14,6 +15,7 @@ from ..snapshot import Entry, NodeState, State
 from ..types import MILLI, Workload
 
 VictimKey = tuple[int, bool, float, float, str]
+_KEY = attrgetter("key")  # the victim key once set, without a Python-level call
 NODE_SCAN = 48  # best candidates whose nodes are examined per replica; bounds the search
 # kinds whose allowed() never changes within a cycle (it reads only the victim's label), so
 # a failed best-node search over the same window and node capacities fails again
@@ -74,7 +76,8 @@ def sorted_group(state: State, quota: str, pool: str, niq_only: bool) -> list[En
     got = state.victim_cache.get(key)
     if got is None:
         got = state.victims_at(quota, pool, niq_only)
-        got.sort(key=state.victim_key)
+        state.victim_keys(got)
+        got.sort(key=_KEY)
         state.victim_cache[key] = got
     return got
 
@@ -91,7 +94,7 @@ def merged_groups(state: State, pool: str, groups: tuple[tuple[str, bool], ...])
         for q, niq in groups:
             got.extend(sorted_group(state, q, pool, niq))
             state.merged_by_group.setdefault((q, pool, niq), []).append(got)
-        got.sort(key=state.victim_key)
+        got.sort(key=_KEY)  # sorted runs, keys set: timsort merges them
         state.merged_cache[key] = got
     return got
 
