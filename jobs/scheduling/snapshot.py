@@ -6,7 +6,7 @@ import bisect
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .tree import QuotaTree, Vec, vec
+from .tree import QuotaTree, Vec
 from .types import MILLI, Placement, ScenarioError, Snapshot, Workload
 
 if TYPE_CHECKING:
@@ -123,7 +123,8 @@ class Entry:
         self.placements = placements
         self.in_quota = in_quota
         self.pool_counts: dict[str, int] = {}
-        self.req: Vec = vec(w.request)
+        r = w.request
+        self.req: Vec = (r.gpu, r.cpu, r.memory)
         # cached victim-preference key; reset when the label changes
         self.key: tuple[int, bool, float, float, str] | None = None
         # classification order key (see classify.rank), set when a walk needs the order
