@@ -437,8 +437,8 @@ class State:
                 self.touch(e)
 
     def touch(self, e: Entry) -> None:
-        """Drop the cached victim windows that a change to entry e can affect: those of its
-        groups whose window reaches e's place in the preference order."""
+        """Tell the cached victim windows of e's groups that reach e's place in the
+        preference order that e changed (they are repaired when next used)."""
         if not self.window_groups or e.w.kind != "training":
             return
         k = e.key
@@ -453,9 +453,8 @@ class State:
                     if windows.get(key) is not win:
                         continue
                     if win.last is None or k is None or k <= win.last:
-                        del windows[key]
-                    else:
-                        keep.append((key, win))
+                        win.added.append(e)
+                    keep.append((key, win))
                 wins[:] = keep
 
     def _join_groups(self, e: Entry, pool: str) -> None:

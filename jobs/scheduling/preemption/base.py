@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter
@@ -99,19 +99,25 @@ def merged_groups(state: State, pool: str, groups: tuple[tuple[str, bool], ...])
     return got
 
 
-def stream(kind: PreemptionKind, a: Attempt, after: Entry | None = None) -> Iterator[Entry]:
+def stream(kind: PreemptionKind, a: Attempt, after: VictimKey | None = None) -> Iterator[Entry]:
     """Live, eligible candidates of every group, merged in preference order (only those
-    ranking after `after`, when given)."""
+    ranking after the key `after`, when given)."""
+    state = a.state
+    merged = merged_groups(state, a.pool, tuple(kind.candidates(a)))
+    start = 0
+    if after is not None:
+        start = bisect.bisect_right(merged, after, key=state.victim_key)
+    return _eligible(a, islice(merged, start, None))
+
+
+def _eligible(a: Attempt, ordered: Iterable[Entry]) -> Iterator[Entry]:
+    """The live candidates of a run in preference order that the preemptor may evict."""
     state = a.state
     me = a.w.name
     shielded = state.shielded
     entries = state.entries
     below = a.below
-    merged = merged_groups(state, a.pool, tuple(kind.candidates(a)))
-    start = 0
-    if after is not None:
-        start = bisect.bisect_right(merged, state.victim_key(after), key=state.victim_key)
-    for e in islice(merged, start, None):
+    for e in ordered:
         w = e.w
         if below is not None and w.priority >= below:
             return  # sorted by priority: nothing further qualifies
@@ -124,7 +130,17 @@ def stream(kind: PreemptionKind, a: Attempt, after: Entry | None = None) -> Iter
 class Window:
     """The first candidates of a victim stream, grouped by the nodes they run on."""
 
-    __slots__ = ("cached", "entries", "last", "by_node", "gpu_nodes", "nodes", "failed", "freed")
+    __slots__ = (
+        "cached",
+        "entries",
+        "last",
+        "added",
+        "by_node",
+        "gpu_nodes",
+        "nodes",
+        "failed",
+        "freed",
+    )
 
     def __init__(self, state: State, entries: list[Entry], cached: bool) -> None:
         self.cached = cached
@@ -132,6 +148,9 @@ class Window:
         # the victim key of the last candidate when the window is full: changes to entries
         # that sort after it cannot change the window (None: any change can)
         self.last = state.victim_key(entries[-1]) if len(entries) == NODE_SCAN else None
+        # candidates that changed since (evicted, restored, started, shielded) and rank
+        # no later than `last`: the window is repaired from them (see window)
+        self.added: list[Entry] = []
         self.by_node: dict[str, list[Entry]] = {}
         # nodes where some candidate holds GPU: elsewhere evictions free CPU and memory only
         self.gpu_nodes: set[str] = set()
@@ -162,11 +181,27 @@ def window(kind: PreemptionKind, a: Attempt) -> Window:
     groups = tuple(kind.candidates(a))
     key = (a.pool, groups, a.below, me if me in state.entries else None)
     got = state.windows.get(key)
-    if got is None:
-        got = Window(state, list(islice(stream(kind, a), NODE_SCAN)), True)
-        state.windows[key] = got
-        for q, niq in groups:
-            state.window_groups.setdefault((q, a.pool, niq), []).append((key, got))
+    if got is not None and not got.added:
+        return got
+    if got is None or len(got.added) > NODE_SCAN:
+        picked = list(islice(stream(kind, a), NODE_SCAN))
+    else:
+        # Every candidate ranking up to the old last one that may have changed is in the
+        # old window or among the changed ones; what they lack follows the old last.
+        run = {id(e): e for e in (*got.entries, *got.added) if e.key is not None}
+        picked = list(islice(_eligible(a, sorted(run.values(), key=_KEY)), NODE_SCAN))
+        if len(picked) < NODE_SCAN and got.last is not None:
+            picked.extend(islice(stream(kind, a, got.last), NODE_SCAN - len(picked)))
+        changed = {id(e) for e in got.added}
+        if len(picked) == len(got.entries) and all(
+            x is y and id(x) not in changed for x, y in zip(picked, got.entries, strict=True)
+        ):
+            got.added.clear()  # same candidates, same placements: keep what it learnt
+            return got
+    got = Window(state, picked, True)
+    state.windows[key] = got
+    for q, niq in groups:
+        state.window_groups.setdefault((q, a.pool, niq), []).append((key, got))
     return got
 
 
@@ -227,7 +262,7 @@ def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry],
         if choice is None:
             if stale:
                 if rest is None:
-                    rest = stream(kind, a, win.entries[-1])
+                    rest = stream(kind, a, state.victim_key(win.entries[-1]))
                 remaining = [e for e in win.entries if state.entries.get(e.w.name) is e]
                 remaining.extend(islice(rest, NODE_SCAN - len(remaining)))
                 win = Window(state, remaining, False)
