@@ -216,7 +216,7 @@ def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry],
     # Cheap bound first: even evicting every candidate would not free enough GPU.
     if need > pool_free and need > pool_free + kind.bound(a):
         return None
-    cands = stream(kind, a)
+    cands: Iterator[Entry] | None = None  # the stream, opened when step 1 needs it
     removed: list[Entry] = []
     existing = state.entries.get(w.name)
     keep = len(existing.placements) if existing is not None else 0
@@ -235,6 +235,8 @@ def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry],
         missing = max(1, kind.deficit(a))
         freed = 0
         while freed < missing:
+            if cands is None:
+                cands = stream(kind, a)
             nxt = next((e for e in cands if kind.allowed(a, e)), None)
             if nxt is None:
                 fail()
@@ -248,7 +250,7 @@ def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry],
     # later removals only make candidates ineligible). After evictions the window is
     # refilled only if another replica needs a node freed.
     rest: Iterator[Entry] | None = None  # the stream after the window
-    if removed:
+    if cands is not None:
         win = Window(state, list(islice(cands, NODE_SCAN)), False)
         rest = cands
     else:
