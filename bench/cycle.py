@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import random
 import resource
@@ -19,6 +20,7 @@ sys.path.insert(0, str(REPO))
 from jobs.scheduling.cycle import run_cycle  # noqa: E402
 from jobs.scheduling.types import (  # noqa: E402
     MILLI,
+    CycleResult,
     Node,
     Placement,
     Quota,
@@ -27,7 +29,11 @@ from jobs.scheduling.types import (  # noqa: E402
     Workload,
 )
 
-TRACES = REPO.parent / "shared" / "traces" / "openb"
+# ../shared next to the checkout; a git worktree sits one level deeper (wt/NAME)
+TRACES = next(
+    (t for t in (p / "shared" / "traces" / "openb" for p in REPO.parents) if t.exists()),
+    REPO.parent / "shared" / "traces" / "openb",
+)
 
 
 def openb_nodes() -> list[Node] | None:
@@ -190,6 +196,20 @@ def build(
     return Snapshot(1000.0, tuple(nodes), tuple(quotas), tuple(workloads), "tree")
 
 
+def digest(result: CycleResult) -> str:
+    """A short hash of every decision of a cycle, to check that a change keeps them all."""
+    text = repr(
+        (
+            result.admitted,
+            result.preempted,
+            sorted(result.classification.items()),
+            result.pending,
+            sorted(result.stats.items()),
+        )
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def measure(snap: Snapshot, runs: int) -> dict[str, object]:
     """Median and max wall time of run_cycle, peak traced memory of one more run.
 
@@ -220,6 +240,7 @@ def measure(snap: Snapshot, runs: int) -> dict[str, object]:
         "preempted": len(result.preempted),
         "still_pending": len(result.pending),
         "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "digest": digest(result),
     }
 
 

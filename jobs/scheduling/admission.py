@@ -98,8 +98,8 @@ def reserved(state: State, quota: str, pool: str, root: str | None) -> int:
     tree = state.tree
     chain = tree.chain[quota]
     total = 0
-    for name, q in tree.quotas.items():
-        if q.lend_idle or name in chain:
+    for name in tree.non_lending:
+        if name in chain:
             continue
         if root is not None and tree.root[name] != root:
             continue

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from operator import attrgetter
 from typing import Any
 
@@ -12,8 +12,6 @@ from .types import Snapshot
 
 OrderKey = tuple[bool, int, float, float, str]
 _OKEY = attrgetter("okey")  # order_key without a Python-level call, for sorting
-# position in the classification's global order_key order: the same order, compared as ints
-_ORANK = attrgetter("orank")
 
 
 def order_key(e: Entry) -> OrderKey:
@@ -52,29 +50,21 @@ def subtree_order(tree: QuotaTree, quota: str, direct: dict[str, list[Entry]]) -
 
 
 def ordered(
-    tree: QuotaTree,
-    quota: str,
-    direct: dict[str, list[Entry]],
-    key: Callable[[Entry], Any] = _OKEY,
+    tree: QuotaTree, quota: str, direct: dict[str, list[Entry]]
 ) -> tuple[list[Entry], bool]:
-    """subtree_order as a list, and whether it happens to be sorted by order_key.
-
-    key is order_key or anything ordering the entries the same way (see _ORANK).
-    """
+    """subtree_order as a list, and whether it happens to be sorted by order_key."""
     own = direct.get(quota, [])
-    kids = [ordered(tree, c, direct, key) for c in tree.children[quota]]
+    kids = [ordered(tree, c, direct) for c in tree.children[quota]]
     kids = [k for k in kids if k[0]]
     if not kids:
         return own, True
     if tree.quotas[quota].child_preemption:
-        merged = _merge(kids, key)
+        merged = _merge(kids)
         return (own + merged[0], False) if own else merged
-    return _merge([(own, True), *kids], key)
+    return _merge([(own, True), *kids])
 
 
-def _merge(
-    streams: list[tuple[list[Entry], bool]], key: Callable[[Entry], Any] = _OKEY
-) -> tuple[list[Entry], bool]:
+def _merge(streams: list[tuple[list[Entry], bool]]) -> tuple[list[Entry], bool]:
     """What heapq.merge(*streams, key=order_key) yields, by one stable sort.
 
     A merge by heads emits an element that ranks ahead of an earlier one of its own stream
@@ -90,18 +80,18 @@ def _merge(
         return streams[0]
     if all(ok for _, ok in streams):
         out = [e for lst, _ in streams for e in lst]
-        out.sort(key=key)  # runs already sorted: timsort merges them
+        out.sort(key=_OKEY)  # runs already sorted: timsort merges them
         return out, True
     flat: list[Entry] = []
     tops: list[Any] = []
     for lst, is_sorted in streams:
         flat.extend(lst)
         if is_sorted:
-            tops.extend(map(key, lst))
+            tops.extend(map(_OKEY, lst))
             continue
         top: Any = None
         for e in lst:
-            k = key(e)
+            k = e.okey
             if top is None or k > top:
                 top = k
             tops.append(top)
@@ -111,102 +101,191 @@ def _merge(
     return [flat[i] for i in order], False
 
 
-def classify_entries(state: State, apply: bool = True) -> dict[str, bool]:
-    """Walk every root's order, label each running entry and, when apply is set, update
-    the state's tables (the cycle's final labelling only reports them)."""
+Row = list[int]
+Limit = tuple[int, int, int] | None
+
+
+def classify_entries(state: State) -> dict[str, bool]:
+    """Every running entry's label: True = In Quota (the state is left as it is)."""
+    labels, free = _classify(state)
+    for q in free:
+        for name, e in state.by_quota[q].items():
+            labels[name] = e.w.idle != "idle_only"
+    return labels
+
+
+def relabel_entries(state: State) -> None:
+    """Classify the running set and rebuild the state's In-Quota tables from the labels."""
+    labels, _ = _classify(state)
     tree = state.tree
-    direct: dict[str, list[Entry]] = {}
+    own = _own_usage(state, labels)
+    inq: dict[tuple[str, str], Row] = {}
+    for (quota, pool), (dg, dc, dm) in own.items():
+        for a in tree.chain[quota]:
+            u = inq.get((a, pool))
+            if u is None:
+                inq[(a, pool)] = [dg, dc, dm]
+            else:
+                u[0] += dg
+                u[1] += dc
+                u[2] += dm
+    state.relabel(labels, inq, own)
+
+
+def _classify(state: State) -> tuple[dict[str, bool], list[str]]:
+    """The labels of the entries under binding quotas, and the quotas with none above.
+
+    Only quotas whose min can bind need the walk's order: a quota binds when the In-Quota
+    usage its subtree could reach (its own entries, plus each child's capped at that
+    child's min) exceeds its own min. Below no binding quota every entry is In Quota
+    unless idle_only, in any order; under a topmost binding quota the subtree's own order
+    decides (it is that subtree's part of the root's order), checking binding rows only.
+    """
+    tree = state.tree
+    binding = _binding(tree, state.claims)
+    labels: dict[str, bool] = {}
+    free: list[str] = []
+    stack = tree.roots()
+    while stack:
+        q = stack.pop()
+        if q in binding:
+            _walk(state, q, binding, labels)
+        else:
+            free.append(q)
+            stack.extend(tree.children[q])
+    return labels, free
+
+
+def _own_usage(state: State, labels: dict[str, bool]) -> dict[tuple[str, str], Row]:
+    """(quota, pool) -> In-Quota usage submitted directly there: every claim of a quota
+    with no binding quota above, the walked entries' own sums elsewhere."""
+    own: dict[tuple[str, str], Row] = {}
+    walked: set[str] = set()
+    for name in labels:
+        e = state.entries[name]
+        walked.add(e.w.quota)
+        if not labels[name]:
+            continue
+        g, c, m = e.req
+        for pool, count in e.pool_counts.items():
+            u = own.get((e.w.quota, pool))
+            if u is None:
+                own[(e.w.quota, pool)] = [g * count, c * count, m * count]
+            else:
+                u[0] += g * count
+                u[1] += c * count
+                u[2] += m * count
+    for q, per in state.claims.items():
+        if q not in walked:
+            for pool, t in per.items():
+                own[(q, pool)] = list(t)
+    return own
+
+
+def _walk(state: State, top: str, binding: set[str], labels: dict[str, bool]) -> None:
+    """Label the subtree of a topmost binding quota in its order, checking binding rows."""
+    tree = state.tree
     now = state.now
-    entries = state.entries
-    # Every running entry in order_key order. The keys never change within a cycle (see
-    # rank), so a later classification keeps the previous order of the entries still
-    # running and merges in the new ones (two sorted runs: one timsort merge).
-    prior = state.class_order
-    if prior:
-        order = [e for e in prior if entries.get(e.w.name) is e]
-        if len(order) != len(entries):
-            seen = {e.w.name for e in order}
-            extra = [e for name, e in entries.items() if name not in seen]
-            for e in extra:
+    direct: dict[str, list[Entry]] = {}
+    for q in (top, *tree.descendants[top]):
+        lst = list(state.by_quota[q].values())
+        if lst:
+            for e in lst:
                 if e.okey is None:
                     e.okey = rank(e, now)
-            extra.sort(key=_OKEY)
-            order.extend(extra)
-            order.sort(key=_OKEY)
-    else:
-        order = list(entries.values())
-        for e in order:
-            if e.okey is None:
-                e.okey = rank(e, now)
-        order.sort(key=_OKEY)
-    state.class_order = order
-    # per-quota lists come out sorted; merges compare positions instead of key tuples
-    for i, e in enumerate(order):
-        e.orank = i
-        lst = direct.get(e.w.quota)
-        if lst is None:
-            direct[e.w.quota] = [e]
-        else:
-            lst.append(e)
-    result: dict[str, bool] = {}
-    # (quota, pool) -> In-Quota usage of the subtree, filled as the walk admits entries
-    inq: dict[tuple[str, str], list[int]] = {}
-    # (submission quota, pool) -> [(min, usage row)] along the chain; None where a quota of
-    # the chain has no min in the pool (only GPU-free requests fit there)
-    rows: dict[tuple[str, str], list[tuple[tuple[int, int, int] | None, list[int]]]] = {}
+            lst.sort(key=_OKEY)
+            direct[q] = lst
+    # (submission quota, pool) -> [(min, live subtree usage)] of the binding quotas above
+    rows: dict[tuple[str, str], list[tuple[Limit, Row]]] = {}
+    live: dict[tuple[str, str], Row] = {}
     mins = tree.mins
     chains = tree.chain
-    for root in tree.roots():
-        for e in ordered(tree, root, direct, _ORANK)[0]:
-            w = e.w
-            if w.idle == "idle_only":
-                result[w.name] = False
-                continue
-            g, c, m = e.req
-            pc = e.pool_counts
-            checks = []
-            ok = True
-            for pool, count in pc.items():
-                key = (w.quota, pool)
-                chk = rows.get(key)
-                if chk is None:
-                    chk = rows[key] = []
-                    for a in chains[w.quota]:
-                        u = inq.get((a, pool))
+    for e in ordered(tree, top, direct)[0]:
+        w = e.w
+        if w.idle == "idle_only":
+            labels[w.name] = False
+            continue
+        g, c, m = e.req
+        pc = e.pool_counts
+        ok = True
+        for pool, count in pc.items():
+            chk = rows.get((w.quota, pool))
+            if chk is None:
+                chk = rows[(w.quota, pool)] = []
+                for a in chains[w.quota]:
+                    if a in binding:
+                        u = live.get((a, pool))
                         if u is None:
-                            u = inq[(a, pool)] = [0, 0, 0]
+                            u = live[(a, pool)] = [0, 0, 0]
                         chk.append((mins[a].get(pool), u))
-                ag, ac, am = g * count, c * count, m * count
-                for limit, u in chk:
-                    if limit is None:
-                        if ag > 0:
-                            ok = False
-                            break
-                        continue
-                    # within(u, add, limit, loose=True): a zero CPU/memory min is unconstrained
-                    if (
-                        u[0] + ag > limit[0]
-                        or (ac and limit[1] and u[1] + ac > limit[1])
-                        or (am and limit[2] and u[2] + am > limit[2])
-                    ):
+            ag, ac, am = g * count, c * count, m * count
+            for limit, u in chk:
+                if limit is None:
+                    if ag > 0:
                         ok = False
                         break
-                if not ok:
+                    continue
+                # within(u, add, limit, loose=True): a zero CPU/memory min is unconstrained
+                if (
+                    u[0] + ag > limit[0]
+                    or (ac and limit[1] and u[1] + ac > limit[1])
+                    or (am and limit[2] and u[2] + am > limit[2])
+                ):
+                    ok = False
                     break
-                checks.append((chk, ag, ac, am))
-            if ok:
-                for chk, ag, ac, am in checks:
-                    for _, u in chk:
-                        u[0] += ag
-                        u[1] += ac
-                        u[2] += am
-            result[w.name] = ok
-    if apply:
-        state.relabel(result, inq)
-    return result
+            if not ok:
+                break
+        if ok:
+            for pool, count in pc.items():
+                ag, ac, am = g * count, c * count, m * count
+                for _, u in rows[(w.quota, pool)]:
+                    u[0] += ag
+                    u[1] += ac
+                    u[2] += am
+        labels[w.name] = ok
+
+
+def _binding(tree: QuotaTree, totals: dict[str, dict[str, Row]]) -> set[str]:
+    """Quotas whose min some In-Quota check could fail on, given the entries' totals.
+
+    A child's subtree never holds more In Quota than its min (every entry below is checked
+    against it; a zero CPU/memory min is unconstrained, no min in a pool admits no GPU), so
+    a parent's reach is its own entries plus its children's reach capped that way.
+    """
+    reach: dict[str, dict[str, Row]] = {}
+    out: set[str] = set()
+    for q in sorted(tree.quotas, key=lambda n: -tree.depth[n]):
+        mine: dict[str, Row] = {}
+        for c in tree.children[q]:
+            for pool, r in reach[c].items():
+                t = mine.setdefault(pool, [0, 0, 0])
+                t[0] += r[0]
+                t[1] += r[1]
+                t[2] += r[2]
+        for pool, r in totals.get(q, {}).items():
+            t = mine.setdefault(pool, [0, 0, 0])
+            t[0] += r[0]
+            t[1] += r[1]
+            t[2] += r[2]
+        capped: dict[str, Row] = {}
+        for pool, t in mine.items():
+            limit = tree.mins[q].get(pool)
+            if limit is None:
+                if t[0] > 0:
+                    out.add(q)
+                capped[pool] = [0, t[1], t[2]]
+                continue
+            if t[0] > limit[0] or (limit[1] and t[1] > limit[1]) or (limit[2] and t[2] > limit[2]):
+                out.add(q)
+            capped[pool] = [
+                min(t[0], limit[0]),
+                min(t[1], limit[1]) if limit[1] else t[1],
+                min(t[2], limit[2]) if limit[2] else t[2],
+            ]
+        reach[q] = capped
+    return out
 
 
 def classify(snapshot: Snapshot) -> dict[str, bool]:
     """Label every running workload of a snapshot: True = In Quota."""
-    state = State(snapshot)
-    return classify_entries(state, apply=False)
+    return classify_entries(State(snapshot))

@@ -17,7 +17,7 @@ from .admission import (
     pool_order,
     scope_key,
 )
-from .classify import classify_entries
+from .classify import classify_entries, relabel_entries
 from .placement import Choice, explain_no_fit, place_replicas
 from .preemption import KINDS, Attempt, search
 from .queueing import queue_order, rank_order
@@ -154,7 +154,7 @@ class Cycle:
                         continue
                     # A preemptor that evicted someone keeps its place for the rest of the
                     # cycle: its victims must never have been evicted for nothing.
-                    state.shielded.add(w.name)
+                    state.shield(w.name)
                     self.evicted.append(v.w)
                     self.preempted.append(
                         Preemption(v.w.name, w.name, kind.reason, state.work_lost(v))
@@ -216,7 +216,7 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     state = State(snapshot)
     queue = queue_order(state.tree, snapshot.workloads)
     # 3. Classify the running set by the central rule.
-    classify_entries(state)
+    relabel_entries(state)
     cycle = Cycle(state)
     for w in queue:
         if may_borrow(w):
@@ -244,7 +244,7 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     new = cycle.new
     waiting = cycle.waiting
     # 7. Result: relabel the final running set and explain every workload left waiting.
-    classification = classify_entries(state, apply=False)
+    classification = classify_entries(state)
     admitted = tuple(
         Admission(name, classification.get(name, False), tuple(pl))
         for name, pl in new.items()

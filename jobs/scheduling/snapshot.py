@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from .tree import QuotaTree, Vec, vec
+from .tree import QuotaTree, Vec
 from .types import MILLI, Placement, ScenarioError, Snapshot, Workload
+
+if TYPE_CHECKING:
+    from .preemption.base import Window
 
 LEVEL = 50  # partial devices are bucketed in steps of 50 milli-GPU
 LEVELS = MILLI // LEVEL
@@ -27,6 +32,7 @@ class NodeState:
         "residents",
         "schedulable",
         "index",
+        "freed",
     )
 
     def __init__(self, name: str, pool: str, gpus: int, cpu: int, mem: int, sched: bool) -> None:
@@ -44,6 +50,9 @@ class NodeState:
         self.residents: dict[str, int] = {}
         self.schedulable = sched
         self.index: PoolIndex | None = None
+        # times capacity was given back here: a victim search that failed stays failed
+        # while no node it looked at gained capacity (see preemption.base)
+        self.freed = 0
 
     def free_gpu(self) -> int:
         """Total free milli-GPU over the devices."""
@@ -105,10 +114,8 @@ class Entry:
         "in_quota",
         "pool_counts",
         "req",
-        "new_from",
         "key",
         "okey",
-        "orank",
     )
 
     def __init__(self, w: Workload, placements: list[Placement], in_quota: bool) -> None:
@@ -116,21 +123,21 @@ class Entry:
         self.placements = placements
         self.in_quota = in_quota
         self.pool_counts: dict[str, int] = {}
-        self.req: Vec = vec(w.request)
-        # index of the first placement added this cycle (len(placements) if none)
-        self.new_from = len(placements)
+        r = w.request
+        self.req: Vec = (r.gpu, r.cpu, r.memory)
         # cached victim-preference key; reset when the label changes
         self.key: tuple[int, bool, float, float, str] | None = None
-        # classification order key (see classify.rank), set by each classification
+        # classification order key (see classify.rank), set when a walk needs the order
         self.okey: tuple[bool, int, float, float, str] | None = None
-        # position of okey in the classification's order of all running entries
-        self.orank = 0
 
 
 class State:
     """The cycle's working snapshot; it can remove a workload and restore it."""
 
     def __init__(self, snap: Snapshot) -> None:
+        # the loader builds on this module's types, so it is imported when first needed
+        from .loading import Loader, check_workload
+
         if snap.idle_scope not in ("tree", "pool"):
             raise ScenarioError(f"idle_scope must be tree or pool, not {snap.idle_scope!r}")
         self.now = snap.now
@@ -170,6 +177,10 @@ class State:
         self.direct_cls: dict[tuple[str, str], dict[tuple[int, bool], list[int]]] = {}
         self.pool_used: dict[str, list[int]] = {p: [0, 0, 0] for p in self.pools}
         self.entries: dict[str, Entry] = {}
+        # the running entries per submission quota, and per quota and pool the usage of
+        # those that may be In Quota (all but idle_only), for the classification
+        self.by_quota: dict[str, dict[str, Entry]] = {q: {} for q in self.tree.quotas}
+        self.claims: dict[str, dict[str, list[int]]] = {q: {} for q in self.tree.quotas}
         # running training (the only possible victims) per (submission quota, pool), and the
         # Not-in-Quota ones among them, so victim searches never scan the whole running set
         self.train_at: dict[tuple[str, str], dict[str, Entry]] = {}
@@ -180,9 +191,13 @@ class State:
         # several groups merged in preference order, and which merged lists hold each group
         self.merged_cache: dict[tuple[str, tuple[tuple[str, bool], ...]], list[Entry]] = {}
         self.merged_by_group: dict[tuple[str, str, bool], list[list[Entry]]] = {}
-        self.generation = 0
-        # the running entries in the last classification's per-quota order (see classify)
-        self.class_order: list[Entry] = []
+        # first candidates of victim streams, per (pool, groups, priority bound, preemptor),
+        # and the windows drawn from each group: a change to a possible victim drops the
+        # windows it can affect (see touch)
+        self.windows: dict[tuple[object, ...], Window] = {}
+        self.window_groups: dict[
+            tuple[str, str, bool], list[tuple[tuple[object, ...], Window]]
+        ] = {}
         # workloads started this cycle; a victim among them is displaced (its admission is
         # withdrawn and it waits again), unless it already evicted someone (shielded)
         self.fresh: set[str] = set()
@@ -193,42 +208,16 @@ class State:
                 raise ScenarioError(f"workload {w.name!r} is defined twice")
             if w.quota not in self.tree.quotas:
                 raise ScenarioError(f"workload {w.name!r} names unknown quota {w.quota!r}")
-            _check_workload(w)
+            check_workload(w)
             self.workloads[w.name] = w
         # Load in name order: the node buckets keep insertion order, so the snapshot's order
         # must not leak into placement ties.
-        loader = _Loader(self, indexed)
+        loader = Loader(self, indexed)
         for name in sorted(self.workloads):
             w = self.workloads[name]
             if w.running:
                 loader.load(w)
         loader.finish()
-
-    @staticmethod
-    def _pick_devices(ns: NodeState, gpu: int) -> tuple[int, ...] | None:
-        """Deterministic device choice: first whole free devices, or best-fit partial one."""
-        if gpu == 0:
-            return ()
-        if gpu < MILLI:
-            best = -1
-            for i, d in enumerate(ns.dev):
-                if d >= gpu and (best < 0 or d < ns.dev[best]):
-                    best = i
-            return None if best < 0 else (best,)
-        need = gpu // MILLI
-        picked = tuple(i for i, d in enumerate(ns.dev) if d == MILLI)[:need]
-        return picked if len(picked) == need else None
-
-    @staticmethod
-    def _fits_on(ns: NodeState, req: Vec, devices: tuple[int, ...]) -> bool:
-        """The replica's CPU, memory and per-device GPU share fit on this node."""
-        if req[1] > ns.cpu or req[2] > ns.mem:
-            return False
-        share = req[0] if req[0] < MILLI else MILLI
-        for i in devices:
-            if i < 0 or i >= len(ns.dev) or ns.dev[i] < share:
-                return False
-        return len(set(devices)) == len(devices)
 
     def _take(self, ns: NodeState, req: Vec, devices: tuple[int, ...], owner: str) -> None:
         share = req[0] if req[0] < MILLI else MILLI
@@ -240,6 +229,7 @@ class State:
         ns.refresh()
 
     def _give(self, ns: NodeState, req: Vec, devices: tuple[int, ...], owner: str) -> None:
+        ns.freed += 1
         share = req[0] if req[0] < MILLI else MILLI
         for i in devices:
             ns.dev[i] += share
@@ -267,12 +257,18 @@ class State:
                 else:
                     self.train_at[k].pop(w.name, None)
                     self.niq_at.get(k, {}).pop(w.name, None)
+        claims = self.claims[w.quota] if w.idle != "idle_only" else None
         for pool, count in e.pool_counts.items():
             dg, dc, dm = sign * g * count, sign * c * count, sign * m * count
             pu = self.pool_used[pool]
             pu[0] += dg
             pu[1] += dc
             pu[2] += dm
+            if claims is not None:
+                claim = claims.setdefault(pool, [0, 0, 0])
+                claim[0] += dg
+                claim[1] += dc
+                claim[2] += dm
             targets = [self.usage]
             if e.in_quota:
                 targets.append(self.inq)
@@ -294,22 +290,20 @@ class State:
                 key = (w.quota, pool)
                 self.borrowed[key] = self.borrowed.get(key, 0) + dg
 
-    def set_in_quota(self, e: Entry, in_quota: bool) -> None:
-        """Relabel an entry, moving its usage between In Quota and Not in Quota."""
-        if e.in_quota == in_quota:
-            return
-        self._account(e, -1)
-        e.in_quota = in_quota
-        e.key = None
-        self._account(e, 1)
-
-    def relabel(self, labels: dict[str, bool], inq: dict[tuple[str, str], list[int]]) -> None:
+    def relabel(
+        self,
+        labels: dict[str, bool],
+        inq: dict[tuple[str, str], list[int]],
+        direct_inq: dict[tuple[str, str], list[int]],
+    ) -> None:
         """Apply a whole classification at once, rebuilding the In-Quota tables in one pass.
 
-        inq is the In-Quota subtree usage the classification summed up as it went.
+        labels holds the entries the classification walked; every other one is In Quota
+        unless idle_only (no quota above it can bind). inq is the In-Quota subtree usage
+        and direct_inq the In-Quota usage submitted directly to each quota.
         """
         self.inq = inq
-        self.direct_inq.clear()
+        self.direct_inq = direct_inq
         self.direct_cls.clear()
         self.borrowed.clear()
         self.niq_at.clear()
@@ -317,15 +311,18 @@ class State:
         self.bound_cache.clear()
         self.merged_cache.clear()
         self.merged_by_group.clear()
+        self.windows.clear()
+        self.window_groups.clear()
         borrowed = self.borrowed
         niq_at = self.niq_at
-        direct_inq = self.direct_inq
         direct_cls = self.direct_cls
         for name, e in self.entries.items():
-            ok = labels.get(name, False)
+            w = e.w
+            ok = labels.get(name)
+            if ok is None:
+                ok = w.idle != "idle_only"
             e.in_quota = ok
             e.key = None
-            w = e.w
             g, c, m = e.req
             if not ok:
                 for pool, count in e.pool_counts.items():
@@ -340,25 +337,17 @@ class State:
                 continue
             cls = (w.priority, w.kind == "training")
             for pool, count in e.pool_counts.items():
-                dg, dc, dm = g * count, c * count, m * count
                 k = (w.quota, pool)
-                u = direct_inq.get(k)
-                if u is None:
-                    direct_inq[k] = [dg, dc, dm]
-                else:
-                    u[0] += dg
-                    u[1] += dc
-                    u[2] += dm
                 row = direct_cls.get(k)
                 if row is None:
                     row = direct_cls[k] = {}
                 u = row.get(cls)
                 if u is None:
-                    row[cls] = [dg, dc, dm]
+                    row[cls] = [g * count, c * count, m * count]
                 else:
-                    u[0] += dg
-                    u[1] += dc
-                    u[2] += dm
+                    u[0] += g * count
+                    u[1] += c * count
+                    u[2] += m * count
 
     def _account_cls(self, w: Workload, pool: str, dg: int, dc: int, dm: int) -> None:
         """Add In-Quota usage submitted directly to w's quota to its rank-class row."""
@@ -377,11 +366,12 @@ class State:
     def remove(self, name: str) -> Entry:
         """Take a running workload out of the state (freeing its devices); see restore()."""
         e = self.entries.pop(name)
+        del self.by_quota[e.w.quota][name]
         self._account(e, -1)
         req = e.req
         for p in e.placements:
             self._give(self.nodes[p.node], req, p.devices, name)
-        self.generation += 1
+        self.touch(e)
         return e
 
     def restore(self, e: Entry) -> None:
@@ -390,8 +380,9 @@ class State:
         for p in e.placements:
             self._take(self.nodes[p.node], req, p.devices, e.w.name)
         self.entries[e.w.name] = e
+        self.by_quota[e.w.quota][e.w.name] = e
         self._account(e, 1)
-        self.generation += 1
+        self.touch(e)
 
     def add_replica(self, w: Workload, node: str, devices: tuple[int, ...], in_quota: bool) -> None:
         """Place one new replica of w (creating its entry when it was pending)."""
@@ -400,6 +391,7 @@ class State:
         if e is None:
             e = Entry(w, [], in_quota)
             self.entries[w.name] = e
+            self.by_quota[w.quota][w.name] = e
         else:
             self._account(e, -1)
         ns = self.nodes[node]
@@ -407,9 +399,38 @@ class State:
         e.placements.append(Placement(node, devices))
         e.pool_counts[ns.pool] = e.pool_counts.get(ns.pool, 0) + 1
         self._account(e, 1)
-        self.generation += 1
         if created and w.kind == "training":
             self._join_groups(e, ns.pool)
+        self.touch(e)
+
+    def shield(self, name: str) -> None:
+        """Keep a preemptor that evicted someone out of every later victim search."""
+        if name not in self.shielded:
+            self.shielded.add(name)
+            e = self.entries.get(name)
+            if e is not None:
+                self.touch(e)
+
+    def touch(self, e: Entry) -> None:
+        """Tell the cached victim windows of e's groups that reach e's place in the
+        preference order that e changed (they are repaired when next used)."""
+        if not self.window_groups or e.w.kind != "training":
+            return
+        k = e.key
+        windows = self.windows
+        for pool in e.pool_counts:
+            for niq in (False,) if e.in_quota else (False, True):
+                wins = self.window_groups.get((e.w.quota, pool, niq))
+                if not wins:
+                    continue
+                keep = []
+                for key, win in wins:
+                    if windows.get(key) is not win:
+                        continue
+                    if win.last is None or k is None or k <= win.last:
+                        win.added.append(e)
+                    keep.append((key, win))
+                wins[:] = keep
 
     def _join_groups(self, e: Entry, pool: str) -> None:
         """A training entry started this cycle becomes a candidate victim of the sorted groups
@@ -430,16 +451,32 @@ class State:
     def victim_key(self, e: Entry) -> tuple[int, bool, float, float, str]:
         """Lowest priority first, Not in Quota first, least work lost, newest."""
         if e.key is None:
-            w = e.w
-            started = w.started_at if w.started_at is not None else w.submitted_at
-            e.key = (w.priority, e.in_quota, self.work_lost(e), -started, w.name)
+            self.victim_keys((e,))
+        assert e.key is not None
         return e.key
+
+    def victim_keys(self, entries: Iterable[Entry]) -> None:
+        """Set the victim key of every entry that has none yet (whole groups at once).
+
+        Work lost is the GPU-seconds since the last checkpoint (or the start).
+        """
+        now = self.now
+        for e in entries:
+            if e.key is None:
+                w = e.w
+                since = w.last_checkpoint_at if w.last_checkpoint_at is not None else w.started_at
+                if since is None:
+                    since = now
+                lost = max(0.0, e.req[0] * len(e.placements) / MILLI * (now - since))
+                started = w.started_at if w.started_at is not None else w.submitted_at
+                e.key = (w.priority, e.in_quota, lost, -started, w.name)
 
     def drop_new_replicas(self, w: Workload, keep: int) -> None:
         """Undo replicas placed this cycle beyond index keep (a gang that did not fit)."""
         e = self.entries.get(w.name)
         if e is None:
             return
+        self.touch(e)
         self._account(e, -1)
         while len(e.placements) > keep:
             p = e.placements.pop()
@@ -452,7 +489,7 @@ class State:
             self._account(e, 1)
         else:
             del self.entries[w.name]
-        self.generation += 1
+            del self.by_quota[w.quota][w.name]
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -468,190 +505,4 @@ class State:
 
     def work_lost(self, e: Entry) -> float:
         """GPU-seconds since the last checkpoint (or the start) of a running workload."""
-        w = e.w
-        since = w.last_checkpoint_at if w.last_checkpoint_at is not None else w.started_at
-        if since is None:
-            since = self.now
-        gpus = e.req[0] * len(e.placements) / MILLI
-        return max(0.0, gpus * (self.now - since))
-
-
-class _Loader:
-    """Loads the running set in bulk, with the result the one-by-one path would give.
-
-    Node buckets are not kept live while loading: each node remembers when it last entered
-    its whole-device bucket and each partial-level bucket (what PoolIndex.move would have
-    done), and the buckets are built once at the end in that order. Usage is summed per
-    (quota, pool) and pushed up the quota chains once.
-    """
-
-    __slots__ = ("state", "indexed", "seq", "seq_full", "seq_lv", "direct")
-
-    def __init__(self, state: State, indexed: list[NodeState]) -> None:
-        self.state = state
-        self.indexed = indexed
-        # indexed nodes start in their buckets in name order, before any allocation
-        self.seq = 0
-        self.seq_full = {ns.name: i - len(indexed) for i, ns in enumerate(indexed)}
-        self.seq_lv: dict[str, dict[int, int]] = {ns.name: {} for ns in indexed}
-        self.direct: dict[tuple[str, str], list[int]] = {}
-
-    def load(self, w: Workload) -> None:
-        """Allocate a running workload's placements, refusing over-allocation."""
-        state = self.state
-        nodes = state.nodes
-        e = Entry(w, [], False)
-        req = e.req
-        g = req[0]
-        share = g if g < MILLI else MILLI
-        placements = e.placements
-        counts = e.pool_counts
-        name = w.name
-        for p in w.running:
-            ns = nodes.get(p.node)
-            if ns is None:
-                raise ScenarioError(f"workload {name!r} runs on unknown node {p.node!r}")
-            devices: tuple[int, ...] | None = p.devices
-            if devices:
-                placements.append(p)
-            else:
-                devices = State._pick_devices(ns, g)
-                if devices is not None:
-                    placements.append(Placement(p.node, devices))
-            if devices is None or not State._fits_on(ns, req, devices):
-                raise ScenarioError(
-                    f"node {p.node!r} is over-allocated by the running set (at {name!r})"
-                )
-            if share == MILLI:  # the common case of whole devices, inline
-                self.seq += 1
-                dev = ns.dev
-                for i in devices:
-                    dev[i] = 0
-                ns.full -= len(devices)
-                self.seq_full[ns.name] = self.seq
-                ns.cpu -= req[1]
-                ns.mem -= req[2]
-                ns.residents[name] = ns.residents.get(name, 0) + 1
-            else:
-                self._take(ns, share, req, devices, name)
-            counts[ns.pool] = counts.get(ns.pool, 0) + 1
-        e.new_from = len(placements)
-        state.entries[name] = e
-        direct = self.direct
-        for pool, count in counts.items():
-            k = (w.quota, pool)
-            if w.kind == "training":
-                by = state.train_at.get(k)
-                if by is None:
-                    by = state.train_at[k] = {}
-                    state.niq_at[k] = {}
-                by[name] = e
-                state.niq_at[k][name] = e
-            u = direct.get(k)
-            if u is None:
-                direct[k] = [g * count, req[1] * count, req[2] * count]
-            else:
-                u[0] += g * count
-                u[1] += req[1] * count
-                u[2] += req[2] * count
-
-    def _take(
-        self, ns: NodeState, share: int, req: Vec, devices: tuple[int, ...], owner: str
-    ) -> None:
-        """NodeState's take and refresh, recording bucket moves instead of making them."""
-        ns.cpu -= req[1]
-        ns.mem -= req[2]
-        ns.residents[owner] = ns.residents.get(owner, 0) + 1
-        if not share:
-            return
-        self.seq += 1
-        dev = ns.dev
-        seen = self.seq_lv.get(ns.name)
-        if len(devices) == 1 and seen is not None:
-            # one shared device: only its old and its new level bucket can change
-            i = devices[0]
-            before = dev[i]
-            after = dev[i] = before - share
-            if before == MILLI:
-                ns.full -= 1
-                self.seq_full[ns.name] = self.seq
-            lo = before // LEVEL if LEVEL <= before < MILLI else -1
-            ln = after // LEVEL if after >= LEVEL else -1
-            if lo != ln:
-                if ln >= 0 and ln not in seen:
-                    seen[ln] = self.seq
-                if lo >= 0 and not any(LEVEL <= d < MILLI and d // LEVEL == lo for d in dev):
-                    del seen[lo]
-            return
-        for i in devices:
-            dev[i] -= share
-        full = 0
-        levels: set[int] = set()
-        for d in dev:
-            if d == MILLI:
-                full += 1
-            elif d >= LEVEL:
-                levels.add(d // LEVEL)
-        if full != ns.full:
-            ns.full = full
-            self.seq_full[ns.name] = self.seq
-        if seen is None:  # not schedulable: never indexed
-            ns.levels = frozenset(levels)
-            return
-        for lv in levels - seen.keys():
-            seen[lv] = self.seq
-        for lv in [lv for lv in seen if lv not in levels]:
-            del seen[lv]
-
-    def finish(self) -> None:
-        """Fill the pools' buckets in the recorded order and push usage up the chains."""
-        state = self.state
-        seq_full = self.seq_full
-        for ns in sorted(self.indexed, key=lambda n: seq_full[n.name]):
-            index = state.pools[ns.pool]
-            index.nodes[ns.name] = ns
-            index.by_full[ns.full][ns.name] = ns
-            ns.levels = frozenset(self.seq_lv[ns.name])
-            ns.index = index
-        by_level: list[tuple[int, int, NodeState]] = [
-            (t, lv, ns) for ns in self.indexed for lv, t in self.seq_lv[ns.name].items()
-        ]
-        by_level.sort(key=lambda x: x[0])
-        for _, lv, ns in by_level:
-            state.pools[ns.pool].by_level[lv][ns.name] = ns
-        chains = state.tree.chain
-        for (quota, pool), (dg, dc, dm) in self.direct.items():
-            pu = state.pool_used[pool]
-            pu[0] += dg
-            pu[1] += dc
-            pu[2] += dm
-            state.borrowed[(quota, pool)] = state.borrowed.get((quota, pool), 0) + dg
-            for a in chains[quota]:
-                u = state.usage.get((a, pool))
-                if u is None:
-                    state.usage[(a, pool)] = [dg, dc, dm]
-                else:
-                    u[0] += dg
-                    u[1] += dc
-                    u[2] += dm
-
-
-def _check_workload(w: Workload) -> None:
-    """Refuse requests the core cannot represent."""
-    if w.kind not in ("training", "inference", "interactive"):
-        raise ScenarioError(f"workload {w.name!r}: kind must be training, inference or interactive")
-    if w.idle not in ("none", "acceptable", "idle_only"):
-        raise ScenarioError(f"workload {w.name!r}: idle must be none, acceptable or idle_only")
-    if w.replicas < 1:
-        raise ScenarioError(f"workload {w.name!r}: replicas must be at least 1")
-    r = w.request
-    if r.gpu < 0 or r.cpu < 0 or r.memory < 0:
-        raise ScenarioError(f"workload {w.name!r}: requests must not be negative")
-    if r.gpu > MILLI and r.gpu % MILLI:
-        raise ScenarioError(
-            f"workload {w.name!r}: gpu must be a fraction of one GPU or a whole number of GPUs"
-        )
-    if not w.pools:
-        raise ScenarioError(f"workload {w.name!r}: pools must list at least one node pool")
-    if len(w.running) > w.replicas:
-        raise ScenarioError(f"workload {w.name!r} runs more replicas than it asks for")
+        return self.victim_key(e)[2]

@@ -40,6 +40,7 @@ class QuotaTree:
         "maxs",
         "weights",
         "depth",
+        "non_lending",
     )
 
     def __init__(self, quotas: Iterable[Quota]) -> None:
@@ -84,6 +85,8 @@ class QuotaTree:
             for n, q in self.quotas.items()
         }
         self.weights: dict[str, float] = {n: q.weight or 0.0 for n, q in self.quotas.items()}
+        # quotas with lend_idle=false, in tree order (most trees have none)
+        self.non_lending = [n for n, q in self.quotas.items() if not q.lend_idle]
         self._check_sums()
 
     def _check_sums(self) -> None:

@@ -7,8 +7,11 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jobs.scheduling.classify import classify, order_key, rank, subtree_order
 from jobs.scheduling.cycle import run_cycle
-from jobs.scheduling.types import MILLI, Node, Quota, Resources, Snapshot, Workload
+from jobs.scheduling.snapshot import Entry, State
+from jobs.scheduling.tree import within
+from jobs.scheduling.types import MILLI, Node, Placement, Quota, Resources, Snapshot, Workload
 
 POOLS = ("a100", "t4")
 GPU_CHOICES = (0, 250, 500, 600, 1000, 2000, 4000, 8000)
@@ -201,3 +204,109 @@ def test_the_cycle_is_deterministic(snap: Snapshot) -> None:
     a, b = run_cycle(snap), run_cycle(shuffled)
     assert sorted(a.admitted, key=str) == sorted(b.admitted, key=str)
     assert dict(a.classification) == dict(b.classification)
+
+
+@st.composite
+def running_sets(draw: st.DrawFn) -> Snapshot:
+    """A random tree (CPU mins too) over a running set placed first-fit, some of it on two
+    pools at once, so any quota of the tree may bind."""
+    nodes = [Node(f"{p}-{i}", p, 4, 16000, 65536) for p in POOLS for i in range(3)]
+    quotas: list[Quota] = []
+    for i in range(draw(st.integers(1, 6))):
+        parent = draw(st.sampled_from([None, *(q.name for q in quotas)]))
+        if parent is None:
+            room = {p: (12000, 48000) for p in POOLS}
+        else:
+            pmin = next(q for q in quotas if q.name == parent).min
+            kids = [q for q in quotas if q.parent == parent]
+            room = {
+                p: (
+                    pmin[p].gpu - sum(k.min[p].gpu for k in kids),
+                    pmin[p].cpu - sum(k.min[p].cpu for k in kids),
+                )
+                for p in POOLS
+            }
+        mins = {
+            p: Resources(
+                draw(st.integers(0, max(0, g) // 500)) * 500,
+                draw(st.sampled_from((0, c // 4, c))) if c > 0 else 0,
+            )
+            for p, (g, c) in room.items()
+        }
+        quotas.append(Quota(f"q{i}", parent, mins, child_preemption=draw(st.booleans())))
+    free = {n.name: [4, n.cpu] for n in nodes}
+    workloads = []
+    for i in range(draw(st.integers(0, 24))):
+        gpus = draw(st.sampled_from((0, 1, 2)))
+        pools = tuple(draw(st.lists(st.sampled_from(POOLS), min_size=1, max_size=2, unique=True)))
+        cpu = draw(st.sampled_from((0, 2000, 6000)))
+        running = []
+        for pool in pools:
+            spot = next(
+                (
+                    n
+                    for n in nodes
+                    if n.pool == pool and free[n.name][0] >= gpus and free[n.name][1] >= cpu
+                ),
+                None,
+            )
+            if spot is not None:
+                free[spot.name][0] -= gpus
+                free[spot.name][1] -= cpu
+                running.append(Placement(spot.name))
+        if not running:
+            continue
+        workloads.append(
+            Workload(
+                f"w{i}",
+                draw(st.sampled_from([q.name for q in quotas])),
+                draw(st.sampled_from(("training", "training", "inference"))),
+                len(running),
+                Resources(gpus * MILLI, cpu, 1024),
+                pools,
+                priority=draw(st.integers(1, 9)),
+                idle=draw(st.sampled_from(("none", "acceptable", "idle_only"))),
+                running=tuple(running),
+                submitted_at=float(i),
+                started_at=float(draw(st.integers(0, 5))),
+            )
+        )
+    return Snapshot(100, tuple(nodes), tuple(quotas), tuple(workloads))
+
+
+def reference_labels(snap: Snapshot) -> dict[str, bool]:
+    """DESIGN's central rule read literally: walk each root's whole order and check every
+    quota of the chain in every pool before counting a workload In Quota."""
+    state = State(snap)
+    direct: dict[str, list[Entry]] = {}
+    for e in state.entries.values():
+        e.okey = rank(e, snap.now)
+        direct.setdefault(e.w.quota, []).append(e)
+    for lst in direct.values():
+        lst.sort(key=order_key)
+    used: dict[tuple[str, str], list[int]] = {}
+    labels = {}
+    for root in state.tree.roots():
+        for e in subtree_order(state.tree, root, direct):
+            adds = {p: [x * n for x in e.req] for p, n in e.pool_counts.items()}
+            ok = e.w.idle != "idle_only" and all(
+                within(used.get((a, p), [0, 0, 0]), add, state.tree.mins[a][p], True)
+                if p in state.tree.mins[a]
+                else add[0] == 0
+                for p, add in adds.items()
+                for a in state.tree.chain[e.w.quota]
+            )
+            if ok:
+                for p, add in adds.items():
+                    for a in state.tree.chain[e.w.quota]:
+                        u = used.setdefault((a, p), [0, 0, 0])
+                        for i in range(3):
+                            u[i] += add[i]
+            labels[e.w.name] = ok
+    return labels
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(running_sets())
+def test_classification_follows_the_central_rule_walk(snap: Snapshot) -> None:
+    assert classify(snap) == reference_labels(snap)

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
+from operator import attrgetter
 from typing import Protocol
 
 from ..admission import Shares
 from ..placement import Choice, find_node
-from ..snapshot import Entry, State
+from ..snapshot import Entry, NodeState, State
 from ..types import MILLI, Workload
 
 VictimKey = tuple[int, bool, float, float, str]
+_KEY = attrgetter("key")  # the victim key once set, without a Python-level call
 NODE_SCAN = 48  # best candidates whose nodes are examined per replica; bounds the search
+# kinds whose allowed() never changes within a cycle (it reads only the victim's label), so
+# a failed best-node search over the same window and node capacities fails again
+STATIC_ALLOWED = frozenset(("reclaim", "child_preemption", "priority"))
 
 
 @dataclass
@@ -70,7 +76,8 @@ def sorted_group(state: State, quota: str, pool: str, niq_only: bool) -> list[En
     got = state.victim_cache.get(key)
     if got is None:
         got = state.victims_at(quota, pool, niq_only)
-        got.sort(key=state.victim_key)
+        state.victim_keys(got)
+        got.sort(key=_KEY)
         state.victim_cache[key] = got
     return got
 
@@ -87,19 +94,30 @@ def merged_groups(state: State, pool: str, groups: tuple[tuple[str, bool], ...])
         for q, niq in groups:
             got.extend(sorted_group(state, q, pool, niq))
             state.merged_by_group.setdefault((q, pool, niq), []).append(got)
-        got.sort(key=state.victim_key)
+        got.sort(key=_KEY)  # sorted runs, keys set: timsort merges them
         state.merged_cache[key] = got
     return got
 
 
-def stream(kind: PreemptionKind, a: Attempt) -> Iterator[Entry]:
-    """Live, eligible candidates of every group, merged in preference order."""
+def stream(kind: PreemptionKind, a: Attempt, after: VictimKey | None = None) -> Iterator[Entry]:
+    """Live, eligible candidates of every group, merged in preference order (only those
+    ranking after the key `after`, when given)."""
+    state = a.state
+    merged = merged_groups(state, a.pool, tuple(kind.candidates(a)))
+    start = 0
+    if after is not None:
+        start = bisect.bisect_right(merged, after, key=state.victim_key)
+    return _eligible(a, islice(merged, start, None))
+
+
+def _eligible(a: Attempt, ordered: Iterable[Entry]) -> Iterator[Entry]:
+    """The live candidates of a run in preference order that the preemptor may evict."""
     state = a.state
     me = a.w.name
     shielded = state.shielded
     entries = state.entries
     below = a.below
-    for e in merged_groups(state, a.pool, tuple(kind.candidates(a))):
+    for e in ordered:
         w = e.w
         if below is not None and w.priority >= below:
             return  # sorted by priority: nothing further qualifies
@@ -107,6 +125,84 @@ def stream(kind: PreemptionKind, a: Attempt) -> Iterator[Entry]:
         if entries.get(name) is not e or name == me or name in shielded:
             continue
         yield e
+
+
+class Window:
+    """The first candidates of a victim stream, grouped by the nodes they run on."""
+
+    __slots__ = (
+        "cached",
+        "entries",
+        "last",
+        "added",
+        "by_node",
+        "gpu_nodes",
+        "nodes",
+        "failed",
+        "freed",
+    )
+
+    def __init__(self, state: State, entries: list[Entry], cached: bool) -> None:
+        self.cached = cached
+        self.entries = entries
+        # the victim key of the last candidate when the window is full: changes to entries
+        # that sort after it cannot change the window (None: any change can)
+        self.last = state.victim_key(entries[-1]) if len(entries) == NODE_SCAN else None
+        # candidates that changed since (evicted, restored, started, shielded) and rank
+        # no later than `last`: the window is repaired from them (see window)
+        self.added: list[Entry] = []
+        self.by_node: dict[str, list[Entry]] = {}
+        # nodes where some candidate holds GPU: elsewhere evictions free CPU and memory only
+        self.gpu_nodes: set[str] = set()
+        by_node = self.by_node
+        for e in entries:
+            holds_gpu = e.req[0] > 0
+            for p in e.placements:
+                lst = by_node.setdefault(p.node, [])
+                if not lst or lst[-1] is not e:
+                    lst.append(e)
+                if holds_gpu:
+                    self.gpu_nodes.add(p.node)
+        self.nodes: list[NodeState] = [state.nodes[n] for n in sorted(by_node)]
+        # requests no node of the window could take (static kinds only), valid while
+        # none of its nodes gained capacity (the sum of their freed counters is unchanged)
+        self.failed: list[tuple[int, int, int]] = []
+        self.freed = 0
+
+    def freed_now(self) -> int:
+        """How often the window's nodes have gained capacity so far."""
+        return sum(ns.freed for ns in self.nodes)
+
+
+def window(kind: PreemptionKind, a: Attempt) -> Window:
+    """The first NODE_SCAN candidates of the stream, cached until a change reaches them."""
+    state = a.state
+    me = a.w.name
+    groups = tuple(kind.candidates(a))
+    key = (a.pool, groups, a.below, me if me in state.entries else None)
+    got = state.windows.get(key)
+    if got is not None and not got.added:
+        return got
+    if got is None or len(got.added) > NODE_SCAN:
+        picked = list(islice(stream(kind, a), NODE_SCAN))
+    else:
+        # Every candidate ranking up to the old last one that may have changed is in the
+        # old window or among the changed ones; what they lack follows the old last.
+        run = {id(e): e for e in (*got.entries, *got.added) if e.key is not None}
+        picked = list(islice(_eligible(a, sorted(run.values(), key=_KEY)), NODE_SCAN))
+        if len(picked) < NODE_SCAN and got.last is not None:
+            picked.extend(islice(stream(kind, a, got.last), NODE_SCAN - len(picked)))
+        changed = {id(e) for e in got.added}
+        if len(picked) == len(got.entries) and all(
+            x is y and id(x) not in changed for x, y in zip(picked, got.entries, strict=True)
+        ):
+            got.added.clear()  # same candidates, same placements: keep what it learnt
+            return got
+    got = Window(state, picked, True)
+    state.windows[key] = got
+    for q, niq in groups:
+        state.window_groups.setdefault((q, a.pool, niq), []).append((key, got))
+    return got
 
 
 def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry], bool] | None:
@@ -120,7 +216,7 @@ def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry],
     # Cheap bound first: even evicting every candidate would not free enough GPU.
     if need > pool_free and need > pool_free + kind.bound(a):
         return None
-    cands = stream(kind, a)
+    cands: Iterator[Entry] | None = None  # the stream, opened when step 1 needs it
     removed: list[Entry] = []
     existing = state.entries.get(w.name)
     keep = len(existing.placements) if existing is not None else 0
@@ -139,6 +235,8 @@ def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry],
         missing = max(1, kind.deficit(a))
         freed = 0
         while freed < missing:
+            if cands is None:
+                cands = stream(kind, a)
             nxt = next((e for e in cands if kind.allowed(a, e)), None)
             if nxt is None:
                 fail()
@@ -146,22 +244,37 @@ def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry],
             freed += nxt.req[0] * nxt.pool_counts.get(a.pool, 0) or 1
             removed.append(state.remove(nxt.w.name))
         label = kind.admissible(a)
-    remaining = list(islice(cands, NODE_SCAN))
     # Step 2: physical room, one replica at a time, freeing the best single node each time.
+    # Without removals so far the first window is the cached one, and the stream resumes
+    # after its last candidate (a valid cache holds exactly what the stream yields first;
+    # later removals only make candidates ineligible). After evictions the window is
+    # refilled only if another replica needs a node freed.
+    rest: Iterator[Entry] | None = None  # the stream after the window
+    if cands is not None:
+        win = Window(state, list(islice(cands, NODE_SCAN)), False)
+        rest = cands
+    else:
+        win = window(kind, a)
     req = (w.request.gpu, w.request.cpu, w.request.memory)
     spread = w.kind == "inference"
     placed: list[Choice] = []
+    stale = False
     for _ in range(a.count):
         choice = find_node(state, req, [a.pool], spread, w.name)
         if choice is None:
-            victims = _best_node(kind, a, remaining, req)
+            if stale:
+                if rest is None:
+                    rest = stream(kind, a, state.victim_key(win.entries[-1]))
+                remaining = [e for e in win.entries if state.entries.get(e.w.name) is e]
+                remaining.extend(islice(rest, NODE_SCAN - len(remaining)))
+                win = Window(state, remaining, False)
+            victims = _best_node(kind, a, win, req)
             if victims is None:
                 fail()
                 return None
             for v in victims:
                 removed.append(state.remove(v.w.name))
-            remaining = [e for e in remaining if state.entries.get(e.w.name) is e]
-            remaining.extend(islice(cands, NODE_SCAN - len(remaining)))
+            stale = True
             choice = find_node(state, req, [a.pool], spread, w.name)
             if choice is None:
                 fail()
@@ -218,21 +331,34 @@ def _fits_back(state: State, v: Entry) -> bool:
 
 
 def _best_node(
-    kind: PreemptionKind, a: Attempt, remaining: list[Entry], req: tuple[int, int, int]
+    kind: PreemptionKind, a: Attempt, win: Window, req: tuple[int, int, int]
 ) -> list[Entry] | None:
-    """The node where the shortest prefix of victims makes one replica fit."""
+    """The node where the shortest prefix of victims makes one replica fit.
+
+    A request no node of the window could take stays impossible for any request at least as
+    large while the window and its nodes only lose capacity (static kinds only).
+    """
+    static = kind.reason in STATIC_ALLOWED and win.cached
+    if static and win.failed:
+        if win.freed_now() != win.freed:
+            win.failed.clear()
+        elif any(f[0] <= req[0] and f[1] <= req[1] and f[2] <= req[2] for f in win.failed):
+            return None
+    best = _scan_nodes(kind, a, win, req)
+    if best is None and static:
+        if not win.failed:
+            win.freed = win.freed_now()
+        win.failed.append(req)
+    return best
+
+
+def _scan_nodes(
+    kind: PreemptionKind, a: Attempt, win: Window, req: tuple[int, int, int]
+) -> list[Entry] | None:
+    """_best_node's search proper, over every node of the window."""
     state = a.state
-    by_node: dict[str, list[Entry]] = {}
-    # nodes where some candidate holds GPU: elsewhere evictions free CPU and memory only
-    gpu_nodes: set[str] = set()
-    for e in remaining:
-        holds_gpu = e.req[0] > 0
-        for p in e.placements:
-            lst = by_node.setdefault(p.node, [])
-            if not lst or lst[-1] is not e:
-                lst.append(e)
-            if holds_gpu:
-                gpu_nodes.add(p.node)
+    by_node = win.by_node
+    gpu_nodes = win.gpu_nodes
     # the best is the least (victim count, their victim keys, node); nodes come in order,
     # so a later node wins on fewer victims or on smaller keys only; keys are computed
     # only when two counts tie
@@ -241,10 +367,9 @@ def _best_node(
     best_keys: list[VictimKey] | None = None
     g, rc, rm = req
     need_full = g // MILLI if g >= MILLI else 0
-    nodes = state.nodes
     allowed = kind.allowed
-    for node in sorted(by_node):
-        ns = nodes[node]
+    for ns in win.nodes:
+        node = ns.name
         if ns.pool != a.pool or not ns.schedulable:
             continue
         # without a GPU-holding candidate here the GPU condition below can only hold if it
