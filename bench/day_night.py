@@ -5,7 +5,10 @@ simulated minute the demo traffic submits, the backend syncs, due scaling rules 
 limits apply, a scheduling cycle runs and usage is sampled. The same demand then runs under
 static partitioning (no borrowing, no child-level preemption) for comparison.
 
-    python bench/day_night.py --days 7
+    python bench/day_night.py --days 7 [--why-idle]
+
+`--why-idle` also files the GPUs left idle after each minute's cycle under one cause (see
+`idle_causes`); it adds a snapshot per minute, so leave it off when timing the run.
 """
 
 from __future__ import annotations
