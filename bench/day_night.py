@@ -5,7 +5,10 @@ simulated minute the demo traffic submits, the backend syncs, due scaling rules 
 limits apply, a scheduling cycle runs and usage is sampled. The same demand then runs under
 static partitioning (no borrowing, no child-level preemption) for comparison.
 
-    python bench/day_night.py --days 7
+    python bench/day_night.py --days 7 [--why-idle]
+
+`--why-idle` also files the GPUs left idle after each minute's cycle under one cause (see
+`idle_causes`); it adds a snapshot per minute, so leave it off when timing the run.
 """
 
 from __future__ import annotations
@@ -13,17 +16,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 START = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)  # a Monday
 TICK = 60.0
+IDLE_CAUSES = ("nothing_pending", "fits_but_waits", "fragmentation", "holes_too_small")
 
 
 def setup(db_path: str) -> None:
@@ -39,12 +45,50 @@ def setup(db_path: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def run(days: int, *, static: bool) -> dict[str, object]:
+def _gang_fits(free: list[int], gpu: int, count: int) -> bool:
+    """Whether count replicas of gpu milli-GPU fit in the free GPUs of the nodes."""
+    if gpu == 0:
+        return True
+    return sum(f // gpu for f in free) >= count
+
+
+def idle_causes(snapshot: Any, reasons: dict[str, str]) -> tuple[str, int, str]:
+    """Why the GPUs idle after a cycle are idle: (cause, idle milli-GPU, a pending reason).
+
+    `fits_but_waits`: some waiting workload would fit on the free GPUs as they lie, but the
+    core kept it waiting (quota, idle policy, fair share, queue order). `fragmentation`: the
+    idle GPUs add up to a waiting workload's need but are split across nodes so that it does
+    not fit. `holes_too_small`: the idle GPUs add up to less than any waiting workload needs.
+    """
+    from jobs.scheduling.queueing import is_waiting
+
+    free = {n.name: n.gpus * 1000 for n in snapshot.nodes if n.schedulable}
+    for w in snapshot.workloads:
+        for pl in w.running:
+            if pl.node in free:
+                free[pl.node] -= w.request.gpu
+    idle = sum(free.values())
+    waiting = [w for w in snapshot.workloads if is_waiting(w) and w.request.gpu > 0]
+    if idle == 0:
+        return ("", 0, "")
+    if not waiting:
+        return ("nothing_pending", idle, "")
+    holes = list(free.values())
+    for w in waiting:
+        missing = w.replicas - len(w.running)
+        if _gang_fits(holes, w.request.gpu, missing if w.is_gang else 1):
+            return ("fits_but_waits", idle, reasons.get(w.name, ""))
+    need = min(w.request.gpu * (w.replicas - len(w.running) if w.is_gang else 1) for w in waiting)
+    return ("fragmentation" if idle >= need else "holes_too_small", idle, "")
+
+
+def run(days: int, *, static: bool, why_idle: bool = False) -> dict[str, object]:
     """Play `days` simulated days and measure them."""
     from django.db import connection
 
     from console.demo import seed_demo, seed_demo_service
     from console.traffic import DemoTraffic
+    from jobs import bridge
     from jobs import clock as clock_module
     from jobs.backends import set_backend
     from jobs.backends.simulated import SimulatedBackend
@@ -73,6 +117,8 @@ def run(days: int, *, static: bool) -> dict[str, object]:
     capacity = sum(Node.objects.values_list("gpus", flat=True)) * 1000
     wall = time.perf_counter()
     cycle_seconds = []
+    idle_minutes: dict[str, float] = dict.fromkeys(IDLE_CAUSES, 0.0)
+    idle_reasons: dict[str, float] = {}
     ticks = int(days * 86400 / TICK)
     for _ in range(ticks):
         clock.advance(TICK)
@@ -85,6 +131,15 @@ def run(days: int, *, static: bool) -> dict[str, object]:
         scheduling_cycle_run(now=now, backend=backend)
         cycle_seconds.append(time.perf_counter() - t0)
         usage_sample(now=now)
+        if why_idle:
+            snap = bridge.build(now)
+            reasons = {name: w.pending_reason for name, w in snap.workloads.items()}
+            cause, idle, reason = idle_causes(snap.snapshot, reasons)
+            if cause:
+                idle_minutes[cause] += idle / 1000
+            if reason:
+                key = re.sub(r"[0-9][0-9.]*", "N", reason)[:160]
+                idle_reasons[key] = idle_reasons.get(key, 0.0) + idle / 1000
     wall = time.perf_counter() - wall
 
     samples = list(UsageSample.objects.values_list("at", "gpu_in_quota", "gpu_borrowed"))
@@ -145,6 +200,11 @@ def run(days: int, *, static: bool) -> dict[str, object]:
         "cycle_ms_median": round(1000 * statistics.median(cycle_seconds), 2),
         "wall_seconds": round(wall, 1),
     }
+    if why_idle:
+        # idle GPU-hours by cause, from one look at the cluster after each minute's cycle
+        result["idle_gpu_hours_by_cause"] = {k: round(v / 60, 1) for k, v in idle_minutes.items()}
+        top = sorted(idle_reasons.items(), key=lambda kv: -kv[1])[:6]
+        result["idle_fits_but_waits_reasons"] = {k: round(v / 60, 1) for k, v in top}
     connection.close()
     del demo
     return result
@@ -155,6 +215,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--days", type=float, default=7)
     parser.add_argument("--mode", choices=["shared", "static", "both"], default="both")
+    parser.add_argument(
+        "--why-idle", action="store_true", help="also break the idle GPU-hours down by cause"
+    )
     args = parser.parse_args()
     modes = ["shared", "static"] if args.mode == "both" else [args.mode]
     if len(modes) > 1:
@@ -164,7 +227,8 @@ def main() -> None:
         out = {}
         for mode in modes:
             proc = subprocess.run(
-                [sys.executable, __file__, "--days", str(args.days), "--mode", mode],
+                [sys.executable, __file__, "--days", str(args.days), "--mode", mode]
+                + (["--why-idle"] if args.why_idle else []),
                 capture_output=True,
                 text=True,
                 check=True,
@@ -175,7 +239,11 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         setup(str(Path(tmp) / "bench.sqlite3"))
-        print(json.dumps({modes[0]: run(args.days, static=modes[0] == "static")}))
+        print(
+            json.dumps(
+                {modes[0]: run(args.days, static=modes[0] == "static", why_idle=args.why_idle)}
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 from .snapshot import LEVEL, LEVELS, NodeState, State
 from .tree import Vec, fmt_gpu
@@ -38,10 +39,38 @@ def fits(ns: NodeState, req: Vec) -> tuple[int, ...] | None:
     return devices_on(ns.dev, req[0])
 
 
+@cache
+def block(need: int, free: int) -> int:
+    """The smallest power-of-two block of `free` whole devices that holds `need` (0: exact).
+
+    A node's free devices are seen as power-of-two blocks, as a buddy allocator does (7 free
+    = 4 + 2 + 1). Taking a replica from the smallest block that holds it leaves the 4- and
+    8-device blocks that bigger jobs need whole: plain best fit would put one GPU on a node
+    with 4 free rather than on one with 7 free, leaving 3 + 7 where 4 + 6 could be had.
+    """
+    if free == need:
+        return 0
+    bit = 1
+    while bit <= free:
+        if free & bit and bit >= need:
+            return bit
+        bit <<= 1
+    return bit  # no block holds it: rank with the next power of two above free
+
+
+@cache
+def bucket_order(need: int, top: int) -> tuple[int, ...]:
+    """Counts of whole free devices (need..top) in the order packing tries them: the
+    smallest block first, then the fewest free devices (best fit)."""
+    return tuple(sorted(range(need, top + 1), key=lambda k: (block(need, k), k)))
+
+
 def _pack_score(ns: NodeState, req: Vec, devices: tuple[int, ...]) -> tuple[int, int, int, str]:
-    """Lower is tighter: leftover on the chosen device, whole devices left, CPU left."""
-    left = ns.dev[devices[0]] - req[0] if 0 < req[0] < MILLI else 0
-    return (left, ns.full - len(devices) if req[0] >= MILLI else ns.full, ns.cpu - req[1], ns.name)
+    """Lower is tighter: leftover on the chosen device, block then whole devices, CPU left."""
+    if 0 < req[0] < MILLI:
+        return (ns.dev[devices[0]] - req[0], ns.full, ns.cpu - req[1], ns.name)
+    # the block, then the whole free devices: node sizes are far below 2**16
+    return (0, (block(len(devices), ns.full) << 16) + ns.full, ns.cpu - req[1], ns.name)
 
 
 def find_node(
@@ -101,7 +130,7 @@ def _find_in_pool(
         if found is not None:
             return found
         need = 1
-    for k in range(need, len(by_full)):
+    for k in bucket_order(need, len(by_full) - 1):
         best: tuple[NodeState, tuple[int, ...]] | None = None
         best_key: tuple[int, str] | None = None
         scanned = 0

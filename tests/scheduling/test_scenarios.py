@@ -185,6 +185,25 @@ def parent_usage_counts() -> Snapshot:
     )
 
 
+def odd_gpus() -> Snapshot:
+    """n1 runs a 4-GPU job (4 free), n2 a 1-GPU job (7 free); a notebook and two 4-GPU jobs wait.
+
+    Best fit would put the notebook on n1 (3 + 7 free) and leave room for one 4-GPU job only;
+    taking the odd GPU of n2 keeps n1's 4 free GPUs whole for one and n2's 4-block for the other.
+    """
+    return snapshot(
+        nodes(2),
+        [quota("q1").min(gpu=16)],
+        [
+            workload("half").gpus(4).on("n1"),
+            workload("one").gpus(1).on("n2"),
+            workload("notebook").interactive().gpus(1).submitted(1),
+            workload("four-a").gpus(4).submitted(2),
+            workload("four-b").gpus(4).submitted(3),
+        ],
+    )
+
+
 @dataclass
 class Case:
     """A scenario and what the cycle must decide."""
@@ -257,6 +276,10 @@ CASES = {
         admitted={"e-job": True},
         preempted={"t1-c": ("e-job", "reclaim")},
         classification={"t1-a": True, "t1-b": True, "t2-a": True},
+    ),
+    "one_gpu_takes_an_odd_gpu_and_keeps_four_gpu_blocks_whole": Case(
+        odd_gpus,
+        admitted={"notebook": True, "four-a": True, "four-b": True},
     ),
     "parent_own_usage_counts_against_its_subtree": Case(
         parent_usage_counts,
