@@ -166,10 +166,13 @@ class WorkspaceAccess:
         # guardian's checker reads all of the user's permissions on an object in one go.
         self._checker = ObjectPermissionChecker(user) if user.is_authenticated else None
         self._usable: dict[int, list[UsableQuota]] = {}
+        self._admin: bool | None = None
 
     def has_perm(self, perm: str, workspace: Workspace) -> bool:
         """True when the user holds `perm` on the workspace; platform admins hold every one."""
-        if is_platform_admin(self.user):
+        if self._admin is None:
+            self._admin = is_platform_admin(self.user)
+        if self._admin:
             return True
         return self._checker is not None and self._checker.has_perm(perm, workspace)
 

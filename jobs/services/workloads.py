@@ -173,7 +173,7 @@ def _create(
         submitted_at=now,
         **fields,
     )
-    workload.node_pools.set(node_pools)
+    workload.node_pools.add(*node_pools)  # a new row: nothing to replace
     record(
         workload,
         EventKind.SUBMITTED,
