@@ -43,7 +43,7 @@ from console.units import gpus_to_milli, milli_to_gpus
 from quotas.services.quotas import StaleVersion
 from workspaces.models import Workspace
 from workspaces.roles import VIEW
-from workspaces.selectors import user_has_workspace_perm, workspaces_for_user
+from workspaces.selectors import WorkspaceAccess, user_has_workspace_perm, workspaces_for_user
 
 NON_FIELD = "non_field_errors"
 
@@ -405,9 +405,11 @@ class WorkspaceScopedViewSet(APIMixin, GenericViewSet):  # type: ignore[type-arg
         assert isinstance(target, Workspace)
         return target
 
-    def require(self, perm: str, workspace: Workspace) -> None:
+    def require(
+        self, perm: str, workspace: Workspace, access: WorkspaceAccess | None = None
+    ) -> None:
         """Refuse (403) unless the user holds `perm` on a workspace named in a request body."""
-        if not user_has_workspace_perm(self.request.user, perm, workspace):
+        if not (access or WorkspaceAccess(self.request.user)).has_perm(perm, workspace):
             raise exceptions.PermissionDenied(
                 f"You may not do this in workspace {workspace.name} (needs {perm.split('.')[-1]})."
             )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
+from guardian.core import ObjectPermissionChecker
 from guardian.shortcuts import get_objects_for_user
 
 from console.permissions import is_platform_admin
@@ -27,7 +28,7 @@ def workspaces_for_user(user: Any, perm: str = VIEW) -> QuerySet[Workspace]:
 
 def user_has_workspace_perm(user: Any, perm: str, workspace: Workspace) -> bool:
     """True when the user holds `perm` on the workspace; platform admins hold every one."""
-    return is_platform_admin(user) or bool(user.is_authenticated and user.has_perm(perm, workspace))
+    return WorkspaceAccess(user).has_perm(perm, workspace)
 
 
 def workspace_role(user: Any, workspace: Workspace) -> str | None:
@@ -151,3 +152,39 @@ def usable_quotas(user: Any, workspace: Workspace) -> list[UsableQuota]:
             )
         )
     return result
+
+
+class WorkspaceAccess:
+    """One user's workspace permissions and usable quotas, each read once per workspace.
+
+    For the checks of one request (a submit checks visibility, the submit permission and the
+    usage rules): make it inside the transaction that writes, so what it read is current.
+    """
+
+    def __init__(self, user: Any) -> None:
+        self.user = user
+        # guardian's checker reads all of the user's permissions on an object in one go.
+        self._checker = ObjectPermissionChecker(user) if user.is_authenticated else None
+        self._usable: dict[int, list[UsableQuota]] = {}
+        self._admin: bool | None = None
+
+    def has_perm(self, perm: str, workspace: Workspace) -> bool:
+        """True when the user holds `perm` on the workspace; platform admins hold every one."""
+        if self._admin is None:
+            self._admin = is_platform_admin(self.user)
+        if self._admin:
+            return True
+        return self._checker is not None and self._checker.has_perm(perm, workspace)
+
+    def sees(self, workspace: Workspace) -> bool:
+        """True when the workspace is among ``workspaces_for_user(user, VIEW)``."""
+        # get_objects_for_user also accepts the permission granted globally.
+        return self.has_perm(VIEW, workspace) or bool(
+            self._checker is not None and self.user.has_perm(VIEW)
+        )
+
+    def usable_quotas(self, workspace: Workspace) -> list[UsableQuota]:
+        """``usable_quotas`` of the user in the workspace."""
+        if workspace.pk not in self._usable:
+            self._usable[workspace.pk] = usable_quotas(self.user, workspace)
+        return self._usable[workspace.pk]

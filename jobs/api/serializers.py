@@ -14,7 +14,7 @@ from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.services.workloads import Shape
 from quotas.models import NodePool, Quota
 from workspaces.models import Workspace
-from workspaces.selectors import usable_quotas, workspaces_for_user
+from workspaces.selectors import WorkspaceAccess
 
 
 class PodSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -157,11 +157,22 @@ class _VisibleWorkspaceField(serializers.SlugRelatedField):  # type: ignore[type
     """A workspace by name, among those the user may see (others do not exist for them)."""
 
     def get_queryset(self) -> Any:
-        return workspaces_for_user(self.context["request"].user)
+        return Workspace.objects.all()
+
+    def to_internal_value(self, data: Any) -> Workspace:
+        """The named workspace if the context's ``access`` sees it, else "does not exist"."""
+        workspace: Workspace = super().to_internal_value(data)
+        access: WorkspaceAccess = self.context["access"]
+        if not access.sees(workspace):
+            self.fail("does_not_exist", slug_name=self.slug_field, value=str(data))
+        return workspace
 
 
 class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    """What every workload asks for: replicas × (GPUs, millicores, MiB) in a quota."""
+    """What every workload asks for: replicas × (GPUs, millicores, MiB) in a quota.
+
+    The context carries the user's ``access`` (a WorkspaceAccess) and ``check_workspace``.
+    """
 
     workspace = _VisibleWorkspaceField(slug_field="name")
     quota = serializers.CharField(
@@ -198,7 +209,7 @@ class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
                     {"quota": [f"Workspace {workspace.name} has no quota named {name}."]}
                 )
         else:
-            usable = usable_quotas(self.context["request"].user, workspace)
+            usable = self.context["access"].usable_quotas(workspace)
             if len(usable) != 1:
                 names = ", ".join(u.quota.name for u in usable) or "none"
                 raise serializers.ValidationError(

@@ -31,6 +31,7 @@ from jobs.services.scaling import (
 )
 from jobs.services.workloads import instance_start, job_submit, service_create, workload_cancel
 from workspaces.roles import SUBMIT
+from workspaces.selectors import WorkspaceAccess
 
 PODS = Prefetch("pods", queryset=Pod.objects.select_related("node").order_by("index", "attempt"))
 
@@ -109,20 +110,24 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
             return self.serializer_class
         return self.detail_serializer_class
 
-    def submit(self, data: s.SubmitSerializer) -> Workload:
+    def submit(self, data: s.SubmitSerializer, access: WorkspaceAccess) -> Workload:
         """Call the service that creates this kind."""
         raise NotImplementedError
 
     def create(self, request: Request) -> Response:
         """Submit: 400 with the field and reason when refused, 403 without the permission."""
-        context = {
-            **self.get_serializer_context(),
-            "check_workspace": lambda workspace: self.require(SUBMIT, workspace),
-        }
-        data = self.input_serializer_class(data=request.data, context=context)
-        data.is_valid(raise_exception=True)
+        # Validation runs in the transaction that writes, on one read of the user's access:
+        # what it checked (visibility, submit permission, usage rules) is what the write sees.
         with transaction.atomic():
-            workload = self.submit(data)
+            access = WorkspaceAccess(request.user)
+            context = {
+                **self.get_serializer_context(),
+                "access": access,
+                "check_workspace": lambda workspace: self.require(SUBMIT, workspace, access),
+            }
+            data = self.input_serializer_class(data=request.data, context=context)
+            data.is_valid(raise_exception=True)
+            workload = self.submit(data, access)
         return self._answer(workload, status.HTTP_201_CREATED)
 
     def _answer(self, workload: Workload, code: int = status.HTTP_200_OK) -> Response:
@@ -149,9 +154,9 @@ class JobViewSet(_WorkloadViewSet):
     detail_serializer_class = s.JobDetailSerializer
     input_serializer_class = s.JobSubmitSerializer
 
-    def submit(self, data: s.SubmitSerializer) -> Workload:
+    def submit(self, data: s.SubmitSerializer, access: WorkspaceAccess) -> Workload:
         """job_submit decides."""
-        return job_submit(actor=self.request.user, **data.service_kwargs())
+        return job_submit(actor=self.request.user, access=access, **data.service_kwargs())
 
     @extend_schema(request=s.JobSubmitSerializer, responses={201: s.JobDetailSerializer})
     def create(self, request: Request) -> Response:
@@ -174,9 +179,9 @@ class ServiceViewSet(_WorkloadViewSet):
     detail_serializer_class = s.ServiceDetailSerializer
     input_serializer_class = s.ServiceCreateSerializer
 
-    def submit(self, data: s.SubmitSerializer) -> Workload:
+    def submit(self, data: s.SubmitSerializer, access: WorkspaceAccess) -> Workload:
         """service_create decides."""
-        return service_create(actor=self.request.user, **data.service_kwargs())
+        return service_create(actor=self.request.user, access=access, **data.service_kwargs())
 
     @extend_schema(request=s.ServiceCreateSerializer, responses={201: s.ServiceDetailSerializer})
     def create(self, request: Request) -> Response:
@@ -214,9 +219,9 @@ class InstanceViewSet(_WorkloadViewSet):
     detail_serializer_class = s.InstanceDetailSerializer
     input_serializer_class = s.InstanceStartSerializer
 
-    def submit(self, data: s.SubmitSerializer) -> Workload:
+    def submit(self, data: s.SubmitSerializer, access: WorkspaceAccess) -> Workload:
         """instance_start decides."""
-        return instance_start(actor=self.request.user, **data.service_kwargs())
+        return instance_start(actor=self.request.user, access=access, **data.service_kwargs())
 
     @extend_schema(request=s.InstanceStartSerializer, responses={201: s.InstanceDetailSerializer})
     def create(self, request: Request) -> Response:

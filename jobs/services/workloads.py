@@ -31,7 +31,7 @@ from jobs.wakeup import request_cycle
 from quotas.models import NodePool, Quota
 from workspaces.models import Workspace, WorkspaceQuota
 from workspaces.roles import SUBMIT
-from workspaces.selectors import usable_quotas, user_has_workspace_perm, workspace_role
+from workspaces.selectors import WorkspaceAccess, workspace_role
 
 
 @dataclass(frozen=True)
@@ -65,13 +65,21 @@ def _check_shape(shape: Shape, kind: str) -> None:
 
 
 def check_usage_rules(
-    *, actor: Any, workspace: Workspace, quota: Quota, total_gpu: int, priority: int
+    *,
+    actor: Any,
+    workspace: Workspace,
+    quota: Quota,
+    total_gpu: int,
+    priority: int,
+    access: WorkspaceAccess | None = None,
 ) -> None:
     """The actor may submit here, and a Resource Usage rule lets their role use the quota
-    within its caps (the strictest cap wins)."""
-    if not user_has_workspace_perm(actor, SUBMIT, workspace):
+    within its caps (the strictest cap wins). `access`: the actor's, when already read."""
+    access = access or WorkspaceAccess(actor)
+    assert access.user == actor
+    if not access.has_perm(SUBMIT, workspace):
         raise PermissionDenied(f"You may not submit workloads in {workspace.name}.")
-    usable = {u.quota.pk: u for u in usable_quotas(actor, workspace)}
+    usable = {u.quota.pk: u for u in access.usable_quotas(workspace)}
     rule = usable.get(quota.pk)
     if rule is None:
         if not WorkspaceQuota.objects.filter(workspace=workspace, quota=quota).exists():
@@ -132,11 +140,13 @@ def _create(
     node_pools: Sequence[NodePool],
     now: datetime | None,
     peak_replicas: int | None = None,
+    access: WorkspaceAccess | None = None,
     **fields: Any,
 ) -> Workload:
     """Validate and create any kind of workload, then ask for a cycle.
 
     The Resource Usage caps apply to `peak_replicas` (a service's max), else to its replicas.
+    `access` is the actor's permissions when the caller read them in this transaction.
     """
     now = now or clock.now()
     name = _check_name(workspace, name)
@@ -148,6 +158,7 @@ def _create(
         quota=quota,
         total_gpu=shape.gpu * (peak_replicas or shape.replicas),
         priority=shape.priority,
+        access=access,
     )
     workload = Workload.objects.create(
         workspace=workspace,
@@ -163,7 +174,7 @@ def _create(
         submitted_at=now,
         **fields,
     )
-    workload.node_pools.set(node_pools)
+    workload.node_pools.add(*node_pools)  # a new row: nothing to replace
     record(
         workload,
         EventKind.SUBMITTED,
@@ -197,6 +208,7 @@ def job_submit(
     image: str = "",
     command: str = "",
     now: datetime | None = None,
+    access: WorkspaceAccess | None = None,
 ) -> Workload:
     """Submit a training job; total_work is GPU-seconds (default: one hour on all its GPUs)."""
     if idle_policy not in IdlePolicy.values:
@@ -226,6 +238,7 @@ def job_submit(
         shape=shape,
         node_pools=node_pools,
         now=now,
+        access=access,
         idle_policy=idle_policy,
         checkpoint_interval=checkpoint_interval,
         total_work=total_work,
@@ -255,6 +268,7 @@ def service_create(
     image: str = "",
     command: str = "",
     now: datetime | None = None,
+    access: WorkspaceAccess | None = None,
 ) -> Workload:
     """Create an inference service; shape.replicas is the initial target."""
     max_replicas = max_replicas if max_replicas is not None else shape.replicas
@@ -277,6 +291,7 @@ def service_create(
         shape=shape,
         node_pools=node_pools,
         now=now,
+        access=access,
         peak_replicas=max_replicas,
         min_replicas=min_replicas,
         max_replicas=max_replicas,
@@ -299,6 +314,7 @@ def instance_start(
     idle_stop_minutes: int | None = None,
     image: str = "",
     now: datetime | None = None,
+    access: WorkspaceAccess | None = None,
 ) -> Workload:
     """Start an interactive instance with a time limit (seconds)."""
     if max_duration < 60:
@@ -316,6 +332,7 @@ def instance_start(
         shape=shape,
         node_pools=node_pools,
         now=now,
+        access=access,
         max_duration=max_duration,
         idle_stop_minutes=idle_stop_minutes,
         image=image,

@@ -231,3 +231,26 @@ def test_answers_to_actions_show_what_the_detail_serializers_show(
         "node_pools", Prefetch("pods", queryset=pods), Prefetch("events", queryset=events)
     )
     assert answer.json() == json.loads(JSONRenderer().render(serializer(fresh[0]).data))
+
+
+@pytest.mark.parametrize("path", ["jobs", "services", "instances"])
+def test_a_submit_reads_permissions_and_usage_rules_once_inside_its_transaction(
+    api: Any, demo: Any, bob: Any, path: str
+) -> None:
+    """Visibility, the submit permission and the usage rules share one read, made under the
+    write lock (what was checked is what the write sees)."""
+    body: dict[str, Any] = {"workspace": "workspace_b", "name": "once", "gpu": 1}
+    if path == "instances":
+        body["max_duration"] = 3600
+    client = api(bob)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(f"/api/v1/{path}/", body, format="json")
+    assert response.status_code == 201, response.content
+    sql = [q["sql"] for q in queries.captured_queries]
+    guardian = [i for i, q in enumerate(sql) if "guardian_userobjectpermission" in q]
+    rules = [i for i, q in enumerate(sql) if 'FROM "workspaces_resourceusagerule"' in q]
+    assert len(guardian) == 1 and len(rules) == 1
+    # The test runs in a transaction, so the view's outermost atomic block is a savepoint.
+    begin = next(i for i, q in enumerate(sql) if q.startswith("SAVEPOINT"))
+    end = sql.index(f"RELEASE {sql[begin]}")
+    assert begin < guardian[0] < end and begin < rules[0] < end
