@@ -1,6 +1,6 @@
 """The admin's dashboard gains a point when the control loop writes a sample, without a reload.
 
-The browser tests' live_server is Daphne in a thread of the test process
+The browser tests' live_server is uvicorn in a thread of the test process
 (tests/browser/server.py), so the in-memory channel layer is shared between the test body,
 which calls usage_sample, and the consumer that relays the push to the browser.
 """
@@ -15,8 +15,6 @@ import pytest
 
 from quotas.models import Node
 from tests.dashboard.factories import T0, pod_on, running_workload, samples
-
-# One Daphne per process: the reactor cannot start twice.
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

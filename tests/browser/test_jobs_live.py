@@ -1,6 +1,6 @@
 """Bob's jobs pages in Chromium, updated live over the workspace websocket.
 
-The browser tests' live_server is daphne in a thread of this process (tests/browser/server.py),
+The browser tests' live_server is uvicorn in a thread of this process (tests/browser/server.py),
 sharing the in-memory channel layer and test database, so the test drives the control loop
 itself (ManualClock, SimulatedBackend, backend_sync, scheduling_cycle_run) and each event it
 records reaches the page's websocket after commit.
