@@ -175,15 +175,16 @@ class QuotaViewSet(ClusterViewSet):
         attach_usage([quota])
         return quota
 
-    def _fresh(self, quota: Quota) -> Quota:
-        """The quota as stored now, with its subtree's live usage."""
-        fresh: Quota = self.get_queryset().get(pk=quota.pk)
-        attach_usage([fresh])
+    def _fresh(self, *quotas: Quota) -> list[Quota]:
+        """The quotas as stored now, in the order given, with their subtrees' live usage."""
+        by_pk = self.get_queryset().in_bulk([q.pk for q in quotas])
+        fresh = [by_pk[q.pk] for q in quotas]
+        attach_usage(fresh)
         return fresh
 
     def _answer(self, quota: Quota, code: int = status.HTTP_200_OK) -> Response:
         """The quota as stored now, with its version as ETag."""
-        fresh = self._fresh(quota)
+        (fresh,) = self._fresh(quota)
         return with_etag(Response(s.QuotaSerializer(fresh).data, status=code), fresh.version)
 
     @extend_schema(parameters=[TREE], responses=s.QuotaTreeSerializer(many=True))
@@ -312,9 +313,10 @@ class QuotaViewSet(ClusterViewSet):
             cpu=values["cpu"],
             memory=values["memory"],
         )
+        source, target = self._fresh(source, target)
         body = {
-            "source": s.QuotaSerializer(self._fresh(source)).data,
-            "target": s.QuotaSerializer(self._fresh(target)).data,
+            "source": s.QuotaSerializer(source).data,
+            "target": s.QuotaSerializer(target).data,
         }
         return Response(body)
 

@@ -3,6 +3,7 @@ run until Ctrl-C), everything before them is real."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def started(monkeypatch: pytest.MonkeyPatch) -> list[Runner]:
+def started(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Runner]]:
     """Runners serve started; uvicorn returns at once."""
     runners: list[Runner] = []
     monkeypatch.setattr(Runner, "start", lambda self: runners.append(self))
