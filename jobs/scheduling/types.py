@@ -35,15 +35,6 @@ class Resources:
     def __mul__(self, factor: int) -> Resources:
         return Resources(self.gpu * factor, self.cpu * factor, self.memory * factor)
 
-    def fits(self, capacity: Resources) -> bool:
-        """True when every component of self is within capacity."""
-        return (
-            self.gpu <= capacity.gpu and self.cpu <= capacity.cpu and self.memory <= capacity.memory
-        )
-
-    def __le__(self, other: Resources) -> bool:
-        return self.fits(other)
-
     def is_zero(self) -> bool:
         """True when nothing is requested."""
         return self.gpu == 0 and self.cpu == 0 and self.memory == 0
