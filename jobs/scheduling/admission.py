@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from .snapshot import State
 from .tree import Vec, fmt_gpu, quota_label, within
 from .types import Workload
 
-ZERO = (0, 0, 0)
+ZERO: Final = (0, 0, 0)
 Shares = dict[str, float]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .tree import QuotaTree, Vec
 from .types import MILLI, Placement, ScenarioError, Snapshot, Workload
@@ -12,8 +12,8 @@ from .types import MILLI, Placement, ScenarioError, Snapshot, Workload
 if TYPE_CHECKING:
     from .preemption.base import Window
 
-LEVEL = 50  # partial devices are bucketed in steps of 50 milli-GPU
-LEVELS = MILLI // LEVEL
+LEVEL: Final = 50  # partial devices are bucketed in steps of 50 milli-GPU
+LEVELS: Final = MILLI // LEVEL
 
 
 class NodeState:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
-MILLI = 1000  # milli-GPUs per GPU device
+MILLI: Final = 1000  # milli-GPUs per GPU device
 
 KINDS = ("training", "inference", "interactive")
 IDLE_POLICIES = ("none", "acceptable", "idle_only")
