@@ -80,7 +80,9 @@ class Loader:
                 placements.append(p)
             else:
                 devices = pick_devices(ns, g)
-                if devices is not None:
+                if devices == p.devices:  # no GPU: the placement as given (no new object)
+                    placements.append(p)
+                elif devices is not None:
                     placements.append(Placement(p.node, devices))
             if devices is None or not fits_on(ns, req, devices):
                 raise ScenarioError(
