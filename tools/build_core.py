@@ -43,7 +43,7 @@ def main() -> int:
     t0 = time.perf_counter()
     os.chdir(REPO)
     extensions = mypycify(
-        ["--config-file", str(config), *sources],
+        ["--config-file", str(config), "--cache-dir", str(C_DIR / "mypy_cache"), *sources],
         target_dir=str(C_DIR),
         group_name="jobs.scheduling._core",
     )

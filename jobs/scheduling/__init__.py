@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
@@ -25,8 +26,9 @@ def compiled_sources() -> list[Path]:
 
 
 def sources_digest() -> str:
-    """A hash of the names and contents of the compiled modules' sources."""
-    h = hashlib.sha256()
+    """A hash of the compiled modules' sources (names and contents) and of the interpreter's
+    extension ABI, so a build made for another Python is never taken for this one's."""
+    h = hashlib.sha256(EXTENSION_SUFFIXES[0].encode())
     for path in compiled_sources():
         h.update(f"{path.relative_to(PACKAGE).as_posix()}\0{path.stat().st_size}\0".encode())
         h.update(path.read_bytes())
