@@ -22,7 +22,8 @@ STAMP = BUILD / "sources.sha256"
 def compiled_sources() -> list[Path]:
     """The modules `make core` compiles, in a stable order."""
     skip = {PACKAGE / "__init__.py", PACKAGE / "__main__.py"}
-    return sorted(p for p in PACKAGE.rglob("*.py") if p not in skip)
+    # hidden files are editors' (an Emacs lock is a dangling `.#name.py` link), not modules
+    return sorted(p for p in PACKAGE.rglob("*.py") if p not in skip and not p.name.startswith("."))
 
 
 def sources_digest() -> str:
@@ -40,10 +41,13 @@ def core_status(build: Path = BUILD) -> str:
     if os.environ.get("TIDEPOOL_PURE_CORE", "") not in ("", "0"):
         return "pure: TIDEPOOL_PURE_CORE is set"
     stamp = build / STAMP.name
-    if not stamp.exists():
-        return "pure: no compiled core (run make core)"
-    if stamp.read_text().strip() != sources_digest():
-        return "pure: the compiled core is stale, the sources changed (run make core)"
+    try:
+        if not stamp.exists():
+            return "pure: no compiled core (run make core)"
+        if stamp.read_text().strip() != sources_digest():
+            return "pure: the compiled core is stale, the sources changed (run make core)"
+    except OSError as exc:  # never let the check break the import
+        return f"pure: cannot check the compiled core ({exc})"
     return "compiled"
 
 

@@ -72,6 +72,8 @@ def test_fresh_build_is_loaded_and_an_edited_source_falls_back_to_pure(tmp_path:
         core.PACKAGE, tmp_path / "jobs" / "scheduling", ignore=shutil.ignore_patterns("__pycache__")
     )
     shutil.copytree(core.BUILD, tmp_path / "build" / "core")
+    # an editor's lock file (Emacs: a dangling link) is no module and changes nothing
+    (tmp_path / "jobs" / "scheduling" / ".#cycle.py").symlink_to("carol@host.1234")
 
     status, cycle_file, base_file = _probe(tmp_path)
     assert status == "compiled"
