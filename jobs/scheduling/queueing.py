@@ -74,6 +74,8 @@ def merge_heads(streams: list[list[Workload]]) -> list[Workload]:
     within one stream, where the stable sort keeps stream order. Compiled, this is several
     times cheaper than heapq.merge, a Python generator calling the key per element.
     """
+    if len(streams) == 1:  # a single root's stream, say: nothing to merge
+        return list(streams[0])
     flat: list[Workload] = []
     tops: list[tuple[int, float, str]] = []
     for stream in streams:
