@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest distributed install migrate clean
+.PHONY: demo test lint typecheck pytest distributed install core migrate clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,10 +15,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The scheduling core compiled with mypyc into build/core (skipped while up to date, or when
+# TIDEPOOL_PURE_CORE=1). jobs/scheduling uses the build only while it matches the sources.
+core: install
+	$(BIN)/python tools/build_core.py
+
 migrate: install
 	DJANGO_SETTINGS_MODULE=console.settings.local $(BIN)/python manage.py migrate --noinput
 
-demo: migrate
+demo: migrate core
 	DJANGO_SETTINGS_MODULE=console.settings.local $(BIN)/python manage.py seed_demo
 	DJANGO_SETTINGS_MODULE=console.settings.local $(BIN)/python manage.py serve --port $(PORT)
 
@@ -27,16 +32,17 @@ lint: install
 	$(BIN)/ruff format --check .
 
 typecheck: install
-	$(BIN)/mypy console quotas workspaces jobs
+	$(BIN)/mypy console quotas workspaces jobs tools
 
-pytest: install
-	$(BIN)/python -m pytest
+# TIDEPOOL_EXPECT_COMPILED makes the core's build test fail if the compiled core is not in use.
+pytest: install core
+	TIDEPOOL_EXPECT_COMPILED=1 $(BIN)/python -m pytest
 
 # The distributed mode: real PostgreSQL, Redis, Celery worker and beat processes.
-distributed: install
+distributed: install core
 	$(BIN)/python -m tests.distributed
 
 test: lint typecheck pytest distributed
 
 clean:
-	rm -rf $(VENV) staticfiles tidepool.sqlite3
+	rm -rf $(VENV) build staticfiles tidepool.sqlite3

@@ -17,6 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from jobs.scheduling import COMPILED  # noqa: E402
 from jobs.scheduling.cycle import run_cycle  # noqa: E402
 from jobs.scheduling.types import (  # noqa: E402
     MILLI,
@@ -252,7 +253,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("a", "b"))
     parser.add_argument("--mode", choices=("calm", "storm"))
     args = parser.parse_args()
-    out: dict[str, object] = {}
+    out: dict[str, object] = {"core": "compiled" if COMPILED else "pure"}
     modes = [m for m in ("calm", "storm") if args.mode in (None, m)]
     if args.quick:
         for m in modes:

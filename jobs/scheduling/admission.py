@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from .snapshot import State
-from .tree import Vec, fmt_gpu, quota_label, within
+from .tree import Vec, add_row, fmt_gpu, quota_label, within
 from .types import Workload
 
-ZERO = (0, 0, 0)
+ZERO: Final = (0, 0, 0)
 Shares = dict[str, float]
 
 
@@ -33,9 +34,7 @@ def _low(state: State, quota: str, pool: str, w: Workload) -> list[int]:
     p, pre = w.priority, w.preemptible
     for (prio, preemptible), u in row.items():
         if preemptible and (not pre or prio < p):
-            out[0] += u[0]
-            out[1] += u[1]
-            out[2] += u[2]
+            add_row(out, u[0], u[1], u[2])
     return out
 
 

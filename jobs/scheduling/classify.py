@@ -7,7 +7,7 @@ from operator import attrgetter
 from typing import Any
 
 from .snapshot import Entry, State
-from .tree import QuotaTree
+from .tree import QuotaTree, add_row
 from .types import Snapshot
 
 OrderKey = tuple[bool, int, float, float, str]
@@ -126,9 +126,7 @@ def relabel_entries(state: State) -> None:
             if u is None:
                 inq[(a, pool)] = [dg, dc, dm]
             else:
-                u[0] += dg
-                u[1] += dc
-                u[2] += dm
+                add_row(u, dg, dc, dm)
     state.relabel(labels, inq, own)
 
 
@@ -172,9 +170,7 @@ def _own_usage(state: State, labels: dict[str, bool]) -> dict[tuple[str, str], R
             if u is None:
                 own[(e.w.quota, pool)] = [g * count, c * count, m * count]
             else:
-                u[0] += g * count
-                u[1] += c * count
-                u[2] += m * count
+                add_row(u, g * count, c * count, m * count)
     for q, per in state.claims.items():
         if q not in walked:
             for pool, t in per.items():
@@ -239,9 +235,7 @@ def _walk(state: State, top: str, binding: set[str], labels: dict[str, bool]) ->
             for pool, count in pc.items():
                 ag, ac, am = g * count, c * count, m * count
                 for _, u in rows[(w.quota, pool)]:
-                    u[0] += ag
-                    u[1] += ac
-                    u[2] += am
+                    add_row(u, ag, ac, am)
         labels[w.name] = ok
 
 
@@ -259,14 +253,10 @@ def _binding(tree: QuotaTree, totals: dict[str, dict[str, Row]]) -> set[str]:
         for c in tree.children[q]:
             for pool, r in reach[c].items():
                 t = mine.setdefault(pool, [0, 0, 0])
-                t[0] += r[0]
-                t[1] += r[1]
-                t[2] += r[2]
+                add_row(t, r[0], r[1], r[2])
         for pool, r in totals.get(q, {}).items():
             t = mine.setdefault(pool, [0, 0, 0])
-            t[0] += r[0]
-            t[1] += r[1]
-            t[2] += r[2]
+            add_row(t, r[0], r[1], r[2])
         capped: dict[str, Row] = {}
         for pool, t in mine.items():
             limit = tree.mins[q].get(pool)

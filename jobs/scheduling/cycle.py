@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from typing import Final
 
 from .admission import (
     Shares,
@@ -33,39 +34,48 @@ from .types import (
     Workload,
 )
 
-MAX_ROUNDS = 4  # admission rounds per cycle; later rounds only retry victims and displaced
+MAX_ROUNDS: Final = 4  # admission rounds per cycle; later rounds only retry victims and displaced
 
 
-@dataclass
 class Outcome:
     """What one admission attempt achieved."""
 
-    placed: list[Choice] | None = None
-    in_quota: bool = True
-    reason: str = ""
-    fair_blocked: bool = False
+    # a plain class, not a dataclass: compiled, a dataclass is built through Python code
+    __slots__ = ("placed", "in_quota", "reason", "fair_blocked")
+
+    def __init__(
+        self,
+        placed: list[Choice] | None = None,
+        in_quota: bool = True,
+        reason: str = "",
+        fair_blocked: bool = False,
+    ) -> None:
+        self.placed = placed
+        self.in_quota = in_quota
+        self.reason = reason
+        self.fair_blocked = fair_blocked
 
 
-@dataclass
 class Cycle:
     """The working memory of one run_cycle call."""
 
-    state: State
-    preempted: list[Preemption] = field(default_factory=list)
-    shares: dict[tuple[str, str], tuple[Shares, dict[str, float]]] = field(default_factory=dict)
-    pending_borrow: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
-    # preemption searches that failed, per signature: later admissions only take capacity,
-    # so a request at least as large fails too until some victim is actually evicted
-    failures: dict[tuple[object, ...], list[tuple[int, int, int]]] = field(default_factory=dict)
-    epoch: int = 0
-    enforce_shares: bool = True
-    # new placements per workload, and the outcome of every workload still waiting
-    new: dict[str, list[Placement]] = field(default_factory=dict)
-    waiting: dict[str, Outcome] = field(default_factory=dict)
-    # victims of this round (they wait again, and are retried), and admissions of this
-    # cycle withdrawn because a workload ranking ahead of them needed their place
-    evicted: list[Workload] = field(default_factory=list)
-    displaced: list[Workload] = field(default_factory=list)
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self.preempted: list[Preemption] = []
+        self.shares: dict[tuple[str, str], tuple[Shares, dict[str, float]]] = {}
+        self.pending_borrow: dict[tuple[str, str], dict[str, int]] = {}
+        # preemption searches that failed, per signature: later admissions only take
+        # capacity, so a request at least as large fails too until some victim is evicted
+        self.failures: dict[tuple[object, ...], list[tuple[int, int, int]]] = {}
+        self.epoch = 0
+        self.enforce_shares = True
+        # new placements per workload, and the outcome of every workload still waiting
+        self.new: dict[str, list[Placement]] = {}
+        self.waiting: dict[str, Outcome] = {}
+        # victims of this round (they wait again, and are retried), and admissions of this
+        # cycle withdrawn because a workload ranking ahead of them needed their place
+        self.evicted: list[Workload] = []
+        self.displaced: list[Workload] = []
 
     def shares_for(self, quota: str, pool: str) -> tuple[Shares, dict[str, float]]:
         """Fair shares of the quota's scope in a pool, computed once per cycle."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .snapshot import LEVEL, Entry, NodeState
-from .tree import Vec
+from .tree import Vec, add_row
 from .types import MILLI, Placement, ScenarioError, Workload
 
 if TYPE_CHECKING:
@@ -80,7 +80,9 @@ class Loader:
                 placements.append(p)
             else:
                 devices = pick_devices(ns, g)
-                if devices is not None:
+                if devices == p.devices:  # no GPU: the placement as given (no new object)
+                    placements.append(p)
+                elif devices is not None:
                     placements.append(Placement(p.node, devices))
             if devices is None or not fits_on(ns, req, devices):
                 raise ScenarioError(
@@ -109,9 +111,7 @@ class Loader:
                 if u is None:
                     claims[pool] = [g * count, req[1] * count, req[2] * count]
                 else:
-                    u[0] += g * count
-                    u[1] += req[1] * count
-                    u[2] += req[2] * count
+                    add_row(u, g * count, req[1] * count, req[2] * count)
             k = (w.quota, pool)
             if w.kind == "training":
                 by = state.train_at.get(k)
@@ -124,9 +124,7 @@ class Loader:
             if u is None:
                 direct[k] = [g * count, req[1] * count, req[2] * count]
             else:
-                u[0] += g * count
-                u[1] += req[1] * count
-                u[2] += req[2] * count
+                add_row(u, g * count, req[1] * count, req[2] * count)
 
     def _take(
         self, ns: NodeState, share: int, req: Vec, devices: tuple[int, ...], owner: str
@@ -201,18 +199,14 @@ class Loader:
         chains = state.tree.chain
         for (quota, pool), (dg, dc, dm) in self.direct.items():
             pu = state.pool_used[pool]
-            pu[0] += dg
-            pu[1] += dc
-            pu[2] += dm
+            add_row(pu, dg, dc, dm)
             state.borrowed[(quota, pool)] = state.borrowed.get((quota, pool), 0) + dg
             for a in chains[quota]:
                 u = state.usage.get((a, pool))
                 if u is None:
                     state.usage[(a, pool)] = [dg, dc, dm]
                 else:
-                    u[0] += dg
-                    u[1] += dc
-                    u[2] += dm
+                    add_row(u, dg, dc, dm)
 
 
 def check_workload(w: Workload) -> None:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from .tree import QuotaTree, Vec
+from .tree import QuotaTree, Vec, add_row
 from .types import MILLI, Placement, ScenarioError, Snapshot, Workload
 
 if TYPE_CHECKING:
     from .preemption.base import Window
 
-LEVEL = 50  # partial devices are bucketed in steps of 50 milli-GPU
-LEVELS = MILLI // LEVEL
+LEVEL: Final = 50  # partial devices are bucketed in steps of 50 milli-GPU
+LEVELS: Final = MILLI // LEVEL
 
 
 class NodeState:
@@ -163,9 +163,7 @@ class State:
             if ns.schedulable:
                 indexed.append(ns)
                 cap = self.capacity[ns.pool]
-                cap[0] += len(ns.dev) * MILLI
-                cap[1] += ns.cpu
-                cap[2] += ns.mem
+                add_row(cap, len(ns.dev) * MILLI, ns.cpu, ns.mem)
         # (quota, pool) -> subtree usage; in-quota subtree usage; in-quota usage submitted
         # directly to the quota; Not-in-Quota GPU submitted directly (fair share).
         self.usage: dict[tuple[str, str], list[int]] = {}
@@ -261,14 +259,10 @@ class State:
         for pool, count in e.pool_counts.items():
             dg, dc, dm = sign * g * count, sign * c * count, sign * m * count
             pu = self.pool_used[pool]
-            pu[0] += dg
-            pu[1] += dc
-            pu[2] += dm
+            add_row(pu, dg, dc, dm)
             if claims is not None:
                 claim = claims.setdefault(pool, [0, 0, 0])
-                claim[0] += dg
-                claim[1] += dc
-                claim[2] += dm
+                add_row(claim, dg, dc, dm)
             targets = [self.usage]
             if e.in_quota:
                 targets.append(self.inq)
@@ -277,14 +271,10 @@ class State:
                     u = table.get((a, pool))
                     if u is None:
                         u = table[(a, pool)] = [0, 0, 0]
-                    u[0] += dg
-                    u[1] += dc
-                    u[2] += dm
+                    add_row(u, dg, dc, dm)
             if e.in_quota:
                 u = self.direct_inq.setdefault((w.quota, pool), [0, 0, 0])
-                u[0] += dg
-                u[1] += dc
-                u[2] += dm
+                add_row(u, dg, dc, dm)
                 self._account_cls(w, pool, dg, dc, dm)
             else:
                 key = (w.quota, pool)
@@ -345,9 +335,7 @@ class State:
                 if u is None:
                     row[cls] = [g * count, c * count, m * count]
                 else:
-                    u[0] += g * count
-                    u[1] += c * count
-                    u[2] += m * count
+                    add_row(u, g * count, c * count, m * count)
 
     def _account_cls(self, w: Workload, pool: str, dg: int, dc: int, dm: int) -> None:
         """Add In-Quota usage submitted directly to w's quota to its rank-class row."""
@@ -357,9 +345,7 @@ class State:
         if u is None:
             row[cls] = [dg, dc, dm]
         else:
-            u[0] += dg
-            u[1] += dc
-            u[2] += dm
+            add_row(u, dg, dc, dm)
 
     # --- simulation: remove and restore -------------------------------------------------
 

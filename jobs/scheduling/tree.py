@@ -14,6 +14,14 @@ def vec(r: Resources) -> Vec:
     return (r.gpu, r.cpu, r.memory)
 
 
+def add_row(row: list[int], gpu: int, cpu: int, memory: int) -> None:
+    """Add a resource vector to a usage row in place."""
+    # not `row[0] += gpu`: compiled, an augmented list item is a generic (slower) operation
+    row[0] = row[0] + gpu
+    row[1] = row[1] + cpu
+    row[2] = row[2] + memory
+
+
 def fmt_gpu(milli: int) -> str:
     """Milli-GPU as a human number of GPUs: 48, 0.5."""
     if milli % MILLI == 0:

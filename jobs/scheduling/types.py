@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
-MILLI = 1000  # milli-GPUs per GPU device
+MILLI: Final = 1000  # milli-GPUs per GPU device
 
 KINDS = ("training", "inference", "interactive")
 IDLE_POLICIES = ("none", "acceptable", "idle_only")
@@ -34,15 +35,6 @@ class Resources:
 
     def __mul__(self, factor: int) -> Resources:
         return Resources(self.gpu * factor, self.cpu * factor, self.memory * factor)
-
-    def fits(self, capacity: Resources) -> bool:
-        """True when every component of self is within capacity."""
-        return (
-            self.gpu <= capacity.gpu and self.cpu <= capacity.cpu and self.memory <= capacity.memory
-        )
-
-    def __le__(self, other: Resources) -> bool:
-        return self.fits(other)
 
     def is_zero(self) -> bool:
         """True when nothing is requested."""

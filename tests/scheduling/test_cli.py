@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -90,7 +91,10 @@ def explain(tmp_path: Path, data: Any) -> subprocess.CompletedProcess[str]:
         cwd=REPO,
         capture_output=True,
         text=True,
-        env={"PYTHONPATH": str(REPO)},
+        env={
+            "PYTHONPATH": str(REPO),
+            "TIDEPOOL_PURE_CORE": os.environ.get("TIDEPOOL_PURE_CORE", ""),
+        },
     )
 
 

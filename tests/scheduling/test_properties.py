@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
@@ -9,6 +10,7 @@ from hypothesis import strategies as st
 
 from jobs.scheduling.classify import classify, order_key, rank, subtree_order
 from jobs.scheduling.cycle import run_cycle
+from jobs.scheduling.queueing import merge_heads, priority_key
 from jobs.scheduling.snapshot import Entry, State
 from jobs.scheduling.tree import within
 from jobs.scheduling.types import MILLI, Node, Placement, Quota, Resources, Snapshot, Workload
@@ -310,3 +312,33 @@ def reference_labels(snap: Snapshot) -> dict[str, bool]:
 @given(running_sets())
 def test_classification_follows_the_central_rule_walk(snap: Snapshot) -> None:
     assert classify(snap) == reference_labels(snap)
+
+
+@st.composite
+def queues(draw: st.DrawFn) -> list[list[Workload]]:
+    """Queues of uniquely named workloads, each sorted by priority or in arbitrary (FIFO) order."""
+    names = iter(range(10**6))
+    out = []
+    for _ in range(draw(st.integers(0, 5))):
+        q = [
+            Workload(
+                f"w{next(names)}",
+                "q",
+                "training",
+                1,
+                Resources(MILLI),
+                ("a100",),
+                priority=draw(st.integers(1, 3)),
+                submitted_at=float(draw(st.integers(0, 4))),
+            )
+            for _ in range(draw(st.integers(0, 6)))
+        ]
+        if draw(st.booleans()):
+            q.sort(key=priority_key)
+        out.append(q)
+    return out
+
+
+@given(queues())
+def test_queue_heads_merge_as_heapq_merges_them(streams: list[list[Workload]]) -> None:
+    assert merge_heads(streams) == list(heapq.merge(*streams, key=priority_key))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -338,7 +338,7 @@ def test_fair_share_reclaim_takes_from_above_share_without_inverting() -> None:
     ws = []
     for w in base.workloads:
         if w.name in running:
-            ws.append(type(w)(**{**_fields(w), "running": running[w.name], "started_at": 500}))
+            ws.append(replace(w, running=running[w.name], started_at=500))
         elif w.running:
             ws.append(w)
     ws.append(workload("c-own").quota("C").gpus(8).on("n8").build())
@@ -365,10 +365,6 @@ def test_fair_share_reclaim_takes_from_above_share_without_inverting() -> None:
     assert c_gain == sum(lost.values()) > 0
     a_after, b_after = 30 - lost["A"], 10 - lost["B"]
     assert c_gain / 1 <= a_after / 3 and c_gain / 1 <= b_after / 1
-
-
-def _fields(w: object) -> dict[str, object]:
-    return {f: getattr(w, f) for f in w.__slots__}  # type: ignore[attr-defined]
 
 
 def test_placement_aware_reclaim_frees_one_node_not_scattered_gpus() -> None:
