@@ -7,13 +7,13 @@ Django's sync handler chain (request_started, middleware, view, request_finished
 one call on a long-lived thread that keeps its database connection (``CONN_MAX_AGE``).
 
 Reads and writes have a pool each. Python runs one thread at a time (the GIL), so more
-runnable threads add hand-overs, not speed: a list page of 50 cost 3.6-3.8 ms of CPU with one
-or two threads at it, 5.1-5.4 ms with four and up to 6.8 ms with eight. Two read threads let
-one thread's SQLite work (done without the GIL) overlap another's Python, and keep one slow
-read from holding up the rest. Writes queue on the database's write lock, where a waiting
-thread is not runnable; in their own pool, writers waiting behind the control loop never
-take a thread a read could use, and four leave room beside them for POSTs that take no
-lock (a scale preview only reads).
+runnable threads add hand-overs, not speed: a list page of 50 cost 4.7-4.9 ms of CPU with
+one or two threads at it, 5.4 ms with four and 5.9 ms with eight (medians of seven runs on
+two busy cores). Two read threads let one thread's SQLite work (done without the GIL)
+overlap another's Python, and keep one slow read from holding up the rest. Writes queue on
+the database's write lock, where a waiting thread is not runnable; in their own pool,
+writers waiting behind the control loop never take a thread a read could use, and four
+leave room beside them for POSTs that take no lock (a scale preview only reads).
 """
 
 from __future__ import annotations
