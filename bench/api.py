@@ -110,6 +110,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def context_switches(pid: int) -> dict[str, int]:
+    """Voluntary and involuntary context switches so far, summed over the process's threads."""
+    total = {"voluntary": 0, "involuntary": 0}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        for line in status.splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                total["voluntary"] += int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches:"):
+                total["involuntary"] += int(line.split()[1])
+    return total
+
+
 def hammer(port: int, clients: int, total: int, request: Any) -> tuple[dict[str, float], list[str]]:
     """Run `total` requests over `clients` threads, each with its own connection."""
     samples: list[float] = []
@@ -211,13 +227,20 @@ def main() -> None:
         hammer(port, args.clients, 40, list_request)  # warm up
         # The server's CPU per request (its control loop included) is steadier than latency
         # on a shared machine: with one process and the GIL, latency ~ clients x this.
-        before = cpu_seconds(server.pid)
+        before, switches_before = cpu_seconds(server.pid), context_switches(server.pid)
         listed, list_errors = hammer(port, args.clients, args.requests, list_request)
-        middle = cpu_seconds(server.pid)
+        middle, switches_middle = cpu_seconds(server.pid), context_switches(server.pid)
         submitted, submit_errors = hammer(port, args.clients, args.submits, submit_request)
-        after = cpu_seconds(server.pid)
+        after, switches_after = cpu_seconds(server.pid), context_switches(server.pid)
         listed["server_cpu_ms"] = round(1000 * (middle - before) / args.requests, 2)
         submitted["server_cpu_ms"] = round(1000 * (after - middle) / args.submits, 2)
+        # Thread hand-overs in the server (GIL, locks, I/O waits) per request.
+        for figures, start, end, n in (
+            (listed, switches_before, switches_middle, args.requests),
+            (submitted, switches_middle, switches_after, args.submits),
+        ):
+            for kind in ("voluntary", "involuntary"):
+                figures[f"server_{kind}_switches"] = round((end[kind] - start[kind]) / n, 1)
     finally:
         server.terminate()
         try:

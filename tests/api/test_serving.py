@@ -15,6 +15,7 @@ from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from console.serving import ThreadedASGIHandler, application
+from console.sqlite import base
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -113,7 +114,7 @@ def test_a_request_runs_in_one_worker_thread_that_keeps_its_connection(demo: Any
     request_started.connect(started)
     request_finished.connect(finished)
     try:
-        app = ThreadedASGIHandler(threads=1)
+        app = ThreadedASGIHandler(read_threads=1)
         for _ in range(2):
             answer = _call(app, "GET", "/api/v1/jobs/", host="127.0.0.1", authorization=auth)
             assert answer["status"] == 200
@@ -126,3 +127,50 @@ def test_a_request_runs_in_one_worker_thread_that_keeps_its_connection(demo: Any
     # The view queried, and request_finished left the same open connection both times.
     connections = {conn for kind, _, conn in seen if kind == "finished"}
     assert len(connections) == 1 and id(None) not in connections
+
+
+class _WatchedLock:
+    """The SQLite writer lock, telling when a request starts waiting for it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.waiting = threading.Event()
+
+    def acquire(self, timeout: float = -1) -> bool:
+        if self.lock.locked():
+            self.waiting.set()
+        return self.lock.acquire(timeout=timeout)
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="the embedded mode's write lock")
+def test_reads_answer_while_a_submit_waits_for_the_write_lock(
+    demo: Any, bob: Any, monkeypatch: Any
+) -> None:
+    """A writer queued behind the lock's holder (the control loop, say) holds up no read."""
+    lock = _WatchedLock()
+    monkeypatch.setattr(base, "_writer", lock)
+    headers = {"host": "127.0.0.1", "authorization": f"Token {Token.objects.create(user=bob).key}"}
+    app = ThreadedASGIHandler(read_threads=1, write_threads=1)
+    job = b'{"workspace": "workspace_b", "name": "queued", "gpu": 1}'
+    submitted: dict[str, Any] = {}
+
+    def submit() -> None:
+        submitted.update(
+            _call(app, "POST", "/api/v1/jobs/", job, content_type="application/json", **headers)
+        )
+
+    lock.acquire()
+    writer = threading.Thread(target=submit)
+    writer.start()
+    try:
+        assert lock.waiting.wait(20), "the submit never queued for the write lock"
+        listed = _call(app, "GET", "/api/v1/jobs/?workspace=workspace_b", **headers)
+        assert listed["status"] == 200
+        assert not submitted, "the read waited for the submit"
+    finally:
+        lock.release()
+        writer.join(30)
+    assert submitted["status"] == 201, submitted["body"]
