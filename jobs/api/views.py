@@ -30,6 +30,7 @@ from jobs.services.scaling import (
     service_scale,
 )
 from jobs.services.workloads import instance_start, job_submit, service_create, workload_cancel
+from quotas.models import NodePool
 from workspaces.roles import SUBMIT
 from workspaces.selectors import WorkspaceAccess
 
@@ -50,6 +51,22 @@ class _Counted:
 
     def __getitem__(self, index: Any) -> Any:
         return self.rows[index]
+
+
+class _Submitted:
+    """A workload as its submit wrote it (no pods yet), for the detail serializer to show."""
+
+    pods: tuple[Pod, ...] = ()
+
+    def __init__(
+        self, workload: Workload, node_pools: list[NodePool], events: list[WorkloadEvent]
+    ) -> None:
+        self.workload = workload
+        self.node_pools = sorted({p.pk: p for p in node_pools}.values(), key=lambda p: p.name)
+        self.events = events
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.workload, name)
 
 
 class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, WorkspaceScopedViewSet):
@@ -128,7 +145,10 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
             data = self.input_serializer_class(data=request.data, context=context)
             data.is_valid(raise_exception=True)
             workload = self.submit(data, access)
-        return self._answer(workload, status.HTTP_201_CREATED)
+        # What the submit wrote is in hand: only its timeline entry is read back.
+        events = WorkloadEvent.objects.filter(workload=workload).order_by("at", "id")
+        written = _Submitted(workload, data.validated_data["node_pools"], list(events))
+        return Response(self.detail_serializer_class(written).data, status=status.HTTP_201_CREATED)
 
     def _answer(self, workload: Workload, code: int = status.HTTP_200_OK) -> Response:
         """The workload as stored now, with its events (as the detail serializer shows it)."""
