@@ -6,6 +6,7 @@ permission on the workload's workspace (developers, operators, workspace admins)
 
 from __future__ import annotations
 
+import threading
 from typing import Any, ClassVar, cast
 
 from django.db import transaction
@@ -67,6 +68,21 @@ class _Submitted:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.workload, name)
+
+
+_per_thread = threading.local()
+
+
+def _serializer(cls: type[serializers.Serializer]) -> serializers.Serializer:  # type: ignore[type-arg]
+    """This thread's instance of `cls`, to show objects with (it holds no per-object state).
+
+    A ModelSerializer builds its fields from the model on each new instance, which costs
+    more than showing one workload with them.
+    """
+    made: dict[type, serializers.Serializer] = _per_thread.__dict__.setdefault("made", {})  # type: ignore[type-arg]
+    if cls not in made:
+        made[cls] = cls()
+    return made[cls]
 
 
 class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, WorkspaceScopedViewSet):
@@ -148,7 +164,8 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         # What the submit wrote is in hand: only its timeline entry is read back.
         events = WorkloadEvent.objects.filter(workload=workload).order_by("at", "id")
         written = _Submitted(workload, data.validated_data["node_pools"], list(events))
-        return Response(self.detail_serializer_class(written).data, status=status.HTTP_201_CREATED)
+        shown = _serializer(self.detail_serializer_class).to_representation(written)
+        return Response(shown, status=status.HTTP_201_CREATED)
 
     def _answer(self, workload: Workload, code: int = status.HTTP_200_OK) -> Response:
         """The workload as stored now, with its events (as the detail serializer shows it)."""
