@@ -149,16 +149,19 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
 
     def create(self, request: Request) -> Response:
         """Submit: 400 with the field and reason when refused, 403 without the permission."""
-        # Validation runs in the transaction that writes, on one read of the user's access:
-        # what it checked (visibility, submit permission, usage rules) is what the write sees.
+        access = WorkspaceAccess(request.user)  # reads nothing until asked
+        context = {
+            **self.get_serializer_context(),
+            "access": access,
+            "check_workspace": lambda workspace: self.require(SUBMIT, workspace, access),
+        }
+        data = self.input_serializer_class(data=request.data, context=context)
+        # The body is parsed and the serializer's fields are built before the write lock...
+        _ = data.fields
+        # ...and validation runs in the transaction that writes, on one read of the user's
+        # access: what it checked (visibility, submit permission, usage rules) is what the
+        # write sees.
         with transaction.atomic():
-            access = WorkspaceAccess(request.user)
-            context = {
-                **self.get_serializer_context(),
-                "access": access,
-                "check_workspace": lambda workspace: self.require(SUBMIT, workspace, access),
-            }
-            data = self.input_serializer_class(data=request.data, context=context)
             data.is_valid(raise_exception=True)
             workload = self.submit(data, access)
         # What the submit wrote is in hand: only its timeline entry is read back.
