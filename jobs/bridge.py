@@ -14,6 +14,7 @@ from jobs.scheduling import types as core
 from jobs.scheduling.classify import classify
 from quotas.amounts import Amounts
 from quotas.models import Node, NodePool, Quota, QuotaResource, ResourcePool
+from workspaces.models import Workspace
 
 UNLIMITED = 10**15  # a max component left unset: no limit on that resource
 
@@ -64,18 +65,25 @@ def _quota(quota: Quota, rows: list[QuotaResource], parent_name: str | None) -> 
     )
 
 
-def active_workloads() -> list[Workload]:
-    """Queued, requeued and running workloads with their pools and live pods (3 queries).
+def active_workloads(quotas: Mapping[int, Quota] | None = None) -> list[Workload]:
+    """Queued, requeued and running workloads with their pools and live pods (4 queries).
 
     Each row gets ``pool_names`` (sorted) and ``live_pods``. Grouped here rather than by
     prefetch_related, which builds a queryset per workload and relation (most of a cycle's
-    snapshot time with a few hundred active workloads).
+    snapshot time with a few hundred active workloads). The rows share one object per
+    workspace and quota (`quotas`: those already read) rather than a joined copy each.
     """
     workloads = list(
-        Workload.objects.filter(status__in=ACTIVE_STATUSES)
-        .select_related("workspace", "quota")
-        .order_by("submitted_at", "pk")
+        Workload.objects.filter(status__in=ACTIVE_STATUSES).order_by("submitted_at", "pk")
     )
+    quotas = dict(quotas or {})
+    missing = {w.quota_id for w in workloads} - quotas.keys()
+    quotas |= Quota.objects.in_bulk(missing) if missing else {}
+    workspaces = Workspace.objects.in_bulk({w.workspace_id for w in workloads})
+    # (On PostgreSQL a workspace deleted since the first read took its workloads with it.)
+    workloads = [w for w in workloads if w.workspace_id in workspaces]
+    for w in workloads:
+        w.workspace, w.quota = workspaces[w.workspace_id], quotas[w.quota_id]
     by_id = {w.pk: w for w in workloads}
     pools: dict[int, list[str]] = defaultdict(list)
     through = Workload.node_pools.through
@@ -124,7 +132,8 @@ def build(now: datetime, workloads: list[Workload] | None = None) -> Bridge:
     for r in QuotaResource.objects.select_related("node_pool"):
         rows.setdefault(r.quota_id, []).append(r)
     pool = ResourcePool.objects.order_by("pk").first()
-    workloads = active_workloads() if workloads is None else workloads
+    if workloads is None:
+        workloads = active_workloads({q.pk: q for q in quotas})
     snapshot = core.Snapshot(
         now=now.timestamp(),
         nodes=tuple(
