@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
+
+from django.db.models import Model, QuerySet
 
 from console.errors import DomainError
 from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES, WAITING_STATUSES
@@ -14,6 +17,7 @@ from jobs.scheduling import types as core
 from jobs.scheduling.classify import classify
 from quotas.amounts import Amounts
 from quotas.models import Node, NodePool, Quota, QuotaResource, ResourcePool
+from workspaces.models import Workspace
 
 UNLIMITED = 10**15  # a max component left unset: no limit on that resource
 
@@ -64,34 +68,47 @@ def _quota(quota: Quota, rows: list[QuotaResource], parent_name: str | None) -> 
     )
 
 
-def active_workloads() -> list[Workload]:
-    """Queued, requeued and running workloads with their pools and live pods (3 queries).
+def active_workloads(quotas: Mapping[int, Quota] | None = None) -> list[Workload]:
+    """Queued, requeued and running workloads with their pools and live pods (4 queries).
 
     Each row gets ``pool_names`` (sorted) and ``live_pods``. Grouped here rather than by
     prefetch_related, which builds a queryset per workload and relation (most of a cycle's
-    snapshot time with a few hundred active workloads).
+    snapshot time with a few hundred active workloads). The rows share one object per
+    workspace and quota (`quotas`: those already read) rather than a joined copy each.
     """
     workloads = list(
-        Workload.objects.filter(status__in=ACTIVE_STATUSES)
-        .select_related("workspace", "quota")
-        .order_by("submitted_at", "pk")
+        Workload.objects.filter(status__in=ACTIVE_STATUSES).order_by("submitted_at", "pk")
     )
+    quotas = dict(quotas or {})
+    missing = {w.quota_id for w in workloads} - quotas.keys()
+    quotas |= Quota.objects.in_bulk(missing) if missing else {}
+    workspaces = Workspace.objects.in_bulk({w.workspace_id for w in workloads})
+    # (On PostgreSQL a workspace deleted since the first read took its workloads with it.)
+    workloads = [w for w in workloads if w.workspace_id in workspaces]
+    for w in workloads:
+        w.workspace, w.quota = workspaces[w.workspace_id], quotas[w.quota_id]
     by_id = {w.pk: w for w in workloads}
-    pools: dict[int, list[str]] = defaultdict(list)
-    through = Workload.node_pools.through
-    for workload_id, name in through.objects.filter(workload_id__in=by_id).values_list(
-        "workload_id", "nodepool__name"
-    ):
-        pools[workload_id].append(name)
+    pools = _pool_names(list(by_id))
     pods: dict[int, list[Pod]] = defaultdict(list)
     live = Pod.objects.filter(workload_id__in=by_id, status__in=LIVE_POD_STATUSES)
     for pod in live.select_related("node"):
         pod.workload = by_id[pod.workload_id]
         pods[pod.workload_id].append(pod)
     for w in workloads:
-        w.pool_names = tuple(sorted(pools[w.pk]))  # type: ignore[attr-defined]
+        w.pool_names = pools[w.pk]  # type: ignore[attr-defined]
         w.live_pods = pods[w.pk]  # type: ignore[attr-defined]
     return workloads
+
+
+def _pool_names(ids: list[int]) -> defaultdict[int, tuple[str, ...]]:
+    """The names of the node pools each workload accepts, sorted."""
+    pools: dict[int, list[str]] = defaultdict(list)
+    through = Workload.node_pools.through
+    for workload_id, name in through.objects.filter(workload_id__in=ids).values_list(
+        "workload_id", "nodepool__name"
+    ):
+        pools[workload_id].append(name)
+    return defaultdict(tuple, {pk: tuple(sorted(names)) for pk, names in pools.items()})
 
 
 def to_core_workload(w: Workload) -> core.Workload:
@@ -116,28 +133,96 @@ def to_core_workload(w: Workload) -> core.Workload:
     )
 
 
-def build(now: datetime, workloads: list[Workload] | None = None) -> Bridge:
-    """Snapshot the database for one cycle in a fixed number of queries."""
+@dataclass(frozen=True)
+class _Cluster:
+    """Nodes and the quota tree, as rows and as the core's types."""
+
+    nodes: dict[str, Node]
+    quotas: list[Quota]
+    core_nodes: tuple[core.Node, ...]
+    core_quotas: tuple[core.Quota, ...]
+    idle_scope: str
+
+
+def _cluster() -> _Cluster:
+    """Read the nodes, the quotas with their amounts and the idle scope (4 queries)."""
     nodes = {n.name: n for n in Node.objects.select_related("node_pool")}
     quotas = list(Quota.objects.select_related("parent"))
     rows: dict[int, list[QuotaResource]] = {}
     for r in QuotaResource.objects.select_related("node_pool"):
         rows.setdefault(r.quota_id, []).append(r)
     pool = ResourcePool.objects.order_by("pk").first()
-    workloads = active_workloads() if workloads is None else workloads
-    snapshot = core.Snapshot(
-        now=now.timestamp(),
-        nodes=tuple(
+    return _Cluster(
+        nodes,
+        quotas,
+        tuple(
             core.Node(n.name, n.node_pool.name, n.gpus, n.cpu, n.memory, n.schedulable)
             for n in nodes.values()
         ),
-        quotas=tuple(
-            _quota(q, rows.get(q.pk, []), q.parent.name if q.parent else None) for q in quotas
-        ),
-        workloads=tuple(to_core_workload(w) for w in workloads),
-        idle_scope=pool.idle_scope if pool else "tree",
+        tuple(_quota(q, rows.get(q.pk, []), q.parent.name if q.parent else None) for q in quotas),
+        pool.idle_scope if pool else "tree",
     )
-    return Bridge(snapshot, {core_name(w): w for w in workloads}, nodes)
+
+
+def build(now: datetime, workloads: list[Workload] | None = None) -> Bridge:
+    """Snapshot the database for one cycle in a fixed number of queries."""
+    cluster = _cluster()
+    if workloads is None:
+        workloads = active_workloads({q.pk: q for q in cluster.quotas})
+    snapshot = core.Snapshot(
+        now=now.timestamp(),
+        nodes=cluster.core_nodes,
+        quotas=cluster.core_quotas,
+        workloads=tuple(to_core_workload(w) for w in workloads),
+        idle_scope=cluster.idle_scope,
+    )
+    return Bridge(snapshot, {core_name(w): w for w in workloads}, cluster.nodes)
+
+
+def _columns(model: type[Model]) -> list[str]:
+    """Every column of the model's table, the primary key first."""
+    columns = [f.attname for f in model._meta.concrete_fields]
+    assert columns[0] == model._meta.pk.attname
+    return columns
+
+
+def _held(rows: Iterable[Model]) -> dict[Any, tuple[Any, ...]]:
+    """Every column of rows in memory, by primary key."""
+    return {r.pk: tuple(getattr(r, c) for c in _columns(type(r))) for r in rows}
+
+
+def _stored(rows: QuerySet[Any]) -> dict[Any, tuple[Any, ...]]:
+    """Every column of the rows a queryset finds now, by primary key."""
+    return {row[0]: row for row in rows.values_list(*_columns(rows.model))}
+
+
+def unchanged(bridge: Bridge) -> bool:
+    """True when every row `bridge` was built from still reads the same, column for column.
+
+    Workloads submitted since are not in it and change nothing in it: decisions made
+    without them are those of a cycle that ran just before them. A cycle planned outside
+    the write transaction applies its decisions (and saves these rows) only when this
+    holds inside it.
+    """
+    cluster = _cluster()
+    snap = bridge.snapshot
+    if (cluster.core_nodes, cluster.core_quotas, cluster.idle_scope) != (
+        snap.nodes,
+        snap.quotas,
+        snap.idle_scope,
+    ):
+        return False
+    workloads = list(bridge.workloads.values())
+    ids = [w.pk for w in workloads]
+    if _held(workloads) != _stored(Workload.objects.filter(pk__in=ids)):
+        return False
+    # Every live pod, not only those of these workloads: pods placed since (by another
+    # worker's cycle) hold capacity these decisions counted as free.
+    pods = [p for w in workloads for p in w.live_pods]  # type: ignore[attr-defined]
+    if _held(pods) != _stored(Pod.objects.filter(status__in=LIVE_POD_STATUSES)):
+        return False
+    pools = _pool_names(ids)
+    return all(w.pool_names == pools[w.pk] for w in workloads)  # type: ignore[attr-defined]
 
 
 def node_ids(names: list[str]) -> dict[str, int]:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+from concurrent.futures import Future
 from typing import Any, NamedTuple
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 
 CLUSTER_GROUP = "cluster"
+log = logging.getLogger(__name__)
 
 
 class Message(NamedTuple):
@@ -50,7 +55,29 @@ def broadcast_many(messages: list[Message]) -> None:
             for group in groups_of(message):
                 await layer.group_send(group, event)
 
-    async_to_sync(send_all)()
+    loop = _server_loop()
+    if loop is None:
+        async_to_sync(send_all)()
+        return
+    # A request's thread under the ASGI server: the sends run on the server's event loop
+    # without the request waiting for a turn of that loop (async_to_sync would block on it).
+    asyncio.run_coroutine_threadsafe(send_all(), loop).add_done_callback(_log_failure)
+
+
+def _server_loop() -> asyncio.AbstractEventLoop | None:
+    """The running event loop that handed this thread its request (asgiref's sync_to_async)."""
+    if getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) != os.getpid():
+        return None
+    loop: asyncio.AbstractEventLoop | None = getattr(
+        SyncToAsync.threadlocal, "main_event_loop", None
+    )
+    return loop if loop is not None and loop.is_running() else None
+
+
+def _log_failure(sent: Future[None]) -> None:
+    """Log a push that failed: the change it announces is committed all the same."""
+    if not sent.cancelled() and sent.exception() is not None:
+        log.error("live push failed", exc_info=sent.exception())
 
 
 def broadcast(*, workspace_id: int | None, quota_id: int | None, payload: dict[str, Any]) -> None:

@@ -6,8 +6,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.contenttypes.models import ContentType
 from django.db.models import Prefetch, QuerySet
-from guardian.core import ObjectPermissionChecker
+from guardian.models import GroupObjectPermission, UserObjectPermission
 from guardian.shortcuts import get_objects_for_user
 
 from console.permissions import is_platform_admin
@@ -116,7 +117,9 @@ def usable_quotas(user: Any, workspace: Workspace) -> list[UsableQuota]:
     if not user.is_authenticated:
         return []
     roles = set(
-        Membership.objects.filter(workspace=workspace, user=user).values_list("role", flat=True)
+        Membership.objects.filter(workspace=workspace, user=user)
+        .order_by()
+        .values_list("role", flat=True)
     )
     if not roles and is_platform_admin(user):
         roles = {Role.ADMIN}
@@ -136,7 +139,7 @@ def usable_quotas(user: Any, workspace: Workspace) -> list[UsableQuota]:
         quotas[rule.quota_id] = rule.quota
     if not by_quota:
         return []
-    parents = dict(Quota.objects.values_list("id", "parent_id"))
+    parents = dict(Quota.objects.order_by().values_list("id", "parent_id"))
     result = []
     for qid in by_quota:
         applied = list(by_quota[qid])
@@ -163,24 +166,48 @@ class WorkspaceAccess:
 
     def __init__(self, user: Any) -> None:
         self.user = user
-        # guardian's checker reads all of the user's permissions on an object in one go.
-        self._checker = ObjectPermissionChecker(user) if user.is_authenticated else None
+        self._perms: dict[int, set[str]] = {}
         self._usable: dict[int, list[UsableQuota]] = {}
         self._admin: bool | None = None
 
     def has_perm(self, perm: str, workspace: Workspace) -> bool:
         """True when the user holds `perm` on the workspace; platform admins hold every one."""
+        # The object permission first: a member's check then never reads the global ones.
+        if self._object_perm(perm, workspace):
+            return True
         if self._admin is None:
             self._admin = is_platform_admin(self.user)
-        if self._admin:
+        return self._admin
+
+    def _object_perm(self, perm: str, workspace: Workspace) -> bool:
+        """guardian's ObjectPermissionChecker.has_perm, reading both grants in one query.
+
+        An inactive or anonymous user holds none, a superuser every one; otherwise the
+        permission is granted to the user on the workspace or to one of their groups.
+        """
+        user = self.user
+        if not user.is_authenticated or not user.is_active:
+            return False
+        if user.is_superuser:
             return True
-        return self._checker is not None and self._checker.has_perm(perm, workspace)
+        if workspace.pk not in self._perms:
+            kind = ContentType.objects.get_for_model(Workspace)  # cached by Django
+            where = {"content_type": kind, "object_pk": str(workspace.pk)}
+            direct = UserObjectPermission.objects.filter(user=user, **where)
+            grouped = GroupObjectPermission.objects.filter(group__user=user, **where)
+            codename = "permission__codename"
+            self._perms[workspace.pk] = set(
+                direct.values_list(codename, flat=True).union(
+                    grouped.values_list(codename, flat=True)
+                )
+            )
+        return perm.split(".", 1)[-1] in self._perms[workspace.pk]
 
     def sees(self, workspace: Workspace) -> bool:
         """True when the workspace is among ``workspaces_for_user(user, VIEW)``."""
         # get_objects_for_user also accepts the permission granted globally.
         return self.has_perm(VIEW, workspace) or bool(
-            self._checker is not None and self.user.has_perm(VIEW)
+            self.user.is_authenticated and self.user.has_perm(VIEW)
         )
 
     def usable_quotas(self, workspace: Workspace) -> list[UsableQuota]:

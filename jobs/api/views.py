@@ -6,6 +6,7 @@ permission on the workload's workspace (developers, operators, workspace admins)
 
 from __future__ import annotations
 
+import threading
 from typing import Any, ClassVar, cast
 
 from django.db import transaction
@@ -30,6 +31,7 @@ from jobs.services.scaling import (
     service_scale,
 )
 from jobs.services.workloads import instance_start, job_submit, service_create, workload_cancel
+from quotas.models import NodePool
 from workspaces.roles import SUBMIT
 from workspaces.selectors import WorkspaceAccess
 
@@ -50,6 +52,37 @@ class _Counted:
 
     def __getitem__(self, index: Any) -> Any:
         return self.rows[index]
+
+
+class _Submitted:
+    """A workload as its submit wrote it (no pods yet), for the detail serializer to show."""
+
+    pods: tuple[Pod, ...] = ()
+
+    def __init__(
+        self, workload: Workload, node_pools: list[NodePool], events: list[WorkloadEvent]
+    ) -> None:
+        self.workload = workload
+        self.node_pools = sorted({p.pk: p for p in node_pools}.values(), key=lambda p: p.name)
+        self.events = events
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.workload, name)
+
+
+_per_thread = threading.local()
+
+
+def _serializer(cls: type[serializers.Serializer]) -> serializers.Serializer:  # type: ignore[type-arg]
+    """This thread's instance of `cls`, to show objects with (it holds no per-object state).
+
+    A ModelSerializer builds its fields from the model on each new instance, which costs
+    more than showing one workload with them.
+    """
+    made: dict[type, serializers.Serializer] = _per_thread.__dict__.setdefault("made", {})  # type: ignore[type-arg]
+    if cls not in made:
+        made[cls] = cls()
+    return made[cls]
 
 
 class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, WorkspaceScopedViewSet):
@@ -116,19 +149,26 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
 
     def create(self, request: Request) -> Response:
         """Submit: 400 with the field and reason when refused, 403 without the permission."""
-        # Validation runs in the transaction that writes, on one read of the user's access:
-        # what it checked (visibility, submit permission, usage rules) is what the write sees.
+        access = WorkspaceAccess(request.user)  # reads nothing until asked
+        context = {
+            **self.get_serializer_context(),
+            "access": access,
+            "check_workspace": lambda workspace: self.require(SUBMIT, workspace, access),
+        }
+        data = self.input_serializer_class(data=request.data, context=context)
+        # The body is parsed and the serializer's fields are built before the write lock...
+        _ = data.fields
+        # ...and validation runs in the transaction that writes, on one read of the user's
+        # access: what it checked (visibility, submit permission, usage rules) is what the
+        # write sees.
         with transaction.atomic():
-            access = WorkspaceAccess(request.user)
-            context = {
-                **self.get_serializer_context(),
-                "access": access,
-                "check_workspace": lambda workspace: self.require(SUBMIT, workspace, access),
-            }
-            data = self.input_serializer_class(data=request.data, context=context)
             data.is_valid(raise_exception=True)
             workload = self.submit(data, access)
-        return self._answer(workload, status.HTTP_201_CREATED)
+        # What the submit wrote is in hand: only its timeline entry is read back.
+        events = WorkloadEvent.objects.filter(workload=workload).order_by("at", "id")
+        written = _Submitted(workload, data.validated_data["node_pools"], list(events))
+        shown = _serializer(self.detail_serializer_class).to_representation(written)
+        return Response(shown, status=status.HTTP_201_CREATED)
 
     def _answer(self, workload: Workload, code: int = status.HTTP_200_OK) -> Response:
         """The workload as stored now, with its events (as the detail serializer shows it)."""

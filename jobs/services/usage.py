@@ -13,9 +13,12 @@ from jobs.models import ControlState, Pod, UsageSample, Workload, WorkloadEvent
 from quotas.models import Quota
 
 
-@transaction.atomic
 def usage_sample(*, now: datetime) -> list[UsageSample]:
-    """Write one sample per quota for workloads submitted directly to it (4 queries)."""
+    """Write one sample per quota for workloads submitted directly to it (4 queries).
+
+    The sums are read before the write transaction: under SQLite's single writer, submits
+    need not wait behind them (a sample is a reading at about `now`, not a decision).
+    """
     state, _ = ControlState.objects.get_or_create(pk=1)
     since = state.last_sample_at
     placed = (
@@ -56,12 +59,13 @@ def usage_sample(*, now: datetime) -> list[UsageSample]:
         )
         for quota_id in Quota.objects.values_list("pk", flat=True)
     ]
-    UsageSample.objects.bulk_create(samples)
-    state.last_sample_at = now
-    state.save(update_fields=["last_sample_at"])
-    payload = _sample_payload(now, samples)
-    # robust: the samples are committed; a channel layer hiccup must not fail the task.
-    transaction.on_commit(lambda: _sample_push(payload), robust=True)
+    with transaction.atomic():
+        UsageSample.objects.bulk_create(samples)
+        state.last_sample_at = now
+        state.save(update_fields=["last_sample_at"])
+        payload = _sample_payload(now, samples)
+        # robust: the samples are committed; a channel layer hiccup must not fail the task.
+        transaction.on_commit(lambda: _sample_push(payload), robust=True)
     return samples
 
 

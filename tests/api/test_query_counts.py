@@ -254,3 +254,32 @@ def test_a_submit_reads_permissions_and_usage_rules_once_inside_its_transaction(
     begin = next(i for i, q in enumerate(sql) if q.startswith("SAVEPOINT"))
     end = sql.index(f"RELEASE {sql[begin]}")
     assert begin < guardian[0] < end and begin < rules[0] < end
+
+
+@pytest.mark.parametrize("path", ["jobs", "services", "instances"])
+def test_a_submit_answers_what_reading_the_new_workload_shows(
+    api: Any, demo: Any, bob: Any, path: str
+) -> None:
+    """The 201 answer is built from what the submit wrote; a GET of it shows the same."""
+    pool = NodePool.objects.get()
+    body: dict[str, Any] = {
+        "workspace": "workspace_b",
+        "name": "fresh",
+        "gpu": 0.5,
+        "cpu": 2000,
+        "memory": 4096,
+        "priority": 4,
+        "node_pools": [pool.name, pool.name],
+    }
+    if path == "instances":
+        body |= {"max_duration": 3600, "idle_stop_minutes": 30}
+    elif path == "services":
+        body |= {"replicas": 2, "max_replicas": 3}
+    else:
+        body |= {"idle_policy": "acceptable", "hang_minutes": 15, "total_work": 90.5}
+    client = api(bob)
+    answer = client.post(f"/api/v1/{path}/", body, format="json")
+    assert answer.status_code == 201, answer.content
+    shown = answer.json()
+    assert shown["node_pools"] == [pool.name] and shown["events"][0]["kind"] == "submitted"
+    assert client.get(f"/api/v1/{path}/{shown['id']}/").json() == shown

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from jobs import bridge
 from jobs.choices import EventKind, PodStatus, Status
 from jobs.models import Workload
+from jobs.services import cycle
 from jobs.services.scaling import service_scale
 from jobs.services.workloads import workload_cancel
+from quotas.models import Node
 
 pytestmark = pytest.mark.django_db
 
@@ -194,3 +199,36 @@ def test_a_service_is_capped_at_its_max_replicas_not_its_first_target(demo, alic
     assert refused.value.field == "gpu"
     assert "caps your role at 16 GPUs; this asks for 32" in refused.value.message
     assert not Workload.objects.filter(name="too-wide").exists()
+
+
+@pytest.mark.parametrize("change", ["cancel", "node_down", "submit"])
+def test_a_cycle_applies_no_decision_made_before_a_change_it_did_not_see(
+    bob: Any, submit: Any, clock: Any, sim: Any, monkeypatch: Any, change: str
+) -> None:
+    """The cycle plans outside its write transaction; a change landing before it writes
+    (a cancel, a node lost) makes it plan again, while a new submit alone does not."""
+    waiting = submit(bob, "waiting", gpus=8)
+    plans: list[bool] = []
+    checked = bridge.unchanged
+
+    def meanwhile(snap: bridge.Bridge) -> bool:
+        """Another writer commits between the plan and the write transaction."""
+        if change == "cancel":
+            workload_cancel(actor=bob, workload=waiting, now=clock.now())
+        elif change == "node_down":
+            Node.objects.update(schedulable=False)
+        else:
+            submit(bob, "later", gpus=8)
+        plans.append(checked(snap))
+        return plans[-1]
+
+    monkeypatch.setattr(bridge, "unchanged", meanwhile)
+    summary = cycle.scheduling_cycle_run(now=clock.now(), backend=sim)
+    waiting.refresh_from_db()
+    assert plans == [change == "submit"]
+    if change == "submit":  # planned before "later" came: only "waiting" was considered
+        assert summary.admitted == 1 and waiting.status == Status.RUNNING
+        assert Workload.objects.get(name="later").status == Status.QUEUED
+    else:
+        assert summary.admitted == 0 and not waiting.pods.exists()
+        assert waiting.status == (Status.CANCELLED if change == "cancel" else Status.QUEUED)

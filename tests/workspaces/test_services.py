@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from guardian.shortcuts import get_perms
+from django.contrib.auth.models import Group
+from guardian.core import ObjectPermissionChecker
+from guardian.shortcuts import assign_perm, get_perms
 
 from console.demo import Demo
 from console.errors import DomainError
 from workspaces.choices import Role
 from workspaces.models import Membership, ResourceUsageRule
-from workspaces.selectors import strictest, usable_quotas, workspaces_for_user
+from workspaces.roles import MANAGE, SUBMIT, VIEW
+from workspaces.selectors import WorkspaceAccess, strictest, usable_quotas, workspaces_for_user
 from workspaces.services import (
     UsageRuleInput,
     resource_usage_rules_save,
@@ -203,3 +206,35 @@ def test_usable_quotas_ignore_other_workspaces_and_unbound(demo: Demo, bob) -> N
     ws = demo.workspaces["workspace_b"]
     workspace_quota_bind(workspace=ws, quota=demo.quotas["Quota 1.2"])
     assert [u.quota.name for u in usable_quotas(bob, ws)] == ["Quota 1.1"]
+
+
+@pytest.mark.parametrize(
+    "grant",
+    ["none", "direct", "group", "inactive", "superuser", "other_workspace"],
+)
+def test_workspace_access_answers_as_guardian_does(demo: Demo, dave, grant: str) -> None:
+    """One query for a user's own and their groups' object permissions, same answers."""
+    ws, other = demo.workspaces["workspace_b"], demo.workspaces["workspace_c"]
+    if grant in {"direct", "inactive"}:
+        assign_perm(SUBMIT, dave, ws)
+    if grant == "group":
+        team = Group.objects.create(name="team")
+        team.user_set.add(dave)
+        assign_perm(VIEW, team, ws)
+    if grant == "other_workspace":
+        assign_perm(SUBMIT, dave, other)
+    dave.is_active = grant != "inactive"
+    dave.is_superuser = grant == "superuser"
+    dave.save()
+    access, checker = WorkspaceAccess(dave), ObjectPermissionChecker(dave)
+    answers = {p: access.has_perm(p, ws) for p in (VIEW, SUBMIT, MANAGE)}
+    assert answers == {p: checker.has_perm(p, ws) for p in (VIEW, SUBMIT, MANAGE)}
+    expected = {
+        "none": set(),
+        "direct": {SUBMIT},
+        "group": {VIEW},
+        "inactive": set(),
+        "superuser": {VIEW, SUBMIT, MANAGE},
+        "other_workspace": set(),
+    }[grant]
+    assert {p for p, held in answers.items() if held} == expected
