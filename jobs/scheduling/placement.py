@@ -130,22 +130,45 @@ def _find_in_pool(
         if found is not None:
             return found
         need = 1
+    return _tightest(by_full, req, need)
+
+
+def _tightest(
+    by_full: list[dict[str, NodeState]], req: Vec, need: int
+) -> tuple[NodeState, tuple[int, ...]] | None:
+    """The first bucket in packing order with a fit, and its node with the least CPU left
+    among the first SCAN_LIMIT that fit (what ranking every fit by _pack_score gives)."""
+    gpu, rc, rm = req
+    # a node of bucket k has k whole free devices, k >= need: only a shared request's
+    # devices depend on more than CPU and memory, so whole ones are picked for the winner
+    shared = 0 < gpu < MILLI
     for k in bucket_order(need, len(by_full) - 1):
-        best: tuple[NodeState, tuple[int, ...]] | None = None
-        best_key: tuple[int, str] | None = None
+        bucket = by_full[k]
+        if not bucket:
+            continue
+        best: NodeState | None = None
+        best_cpu = 0
+        best_dv: tuple[int, ...] | None = None
         scanned = 0
-        for ns in by_full[k].values():
-            dv = fits(ns, req)
-            if dv is None:
+        for ns in bucket.values():
+            cpu = ns.cpu
+            if cpu < rc or ns.mem < rm or not ns.schedulable:
                 continue
-            key = (ns.cpu - req[1], ns.name)
-            if best_key is None or key < best_key:
-                best, best_key = (ns, dv), key
+            dv = None
+            if shared:
+                dv = devices_on(ns.dev, gpu)
+                if dv is None:
+                    continue
+            if best is None or cpu < best_cpu or (cpu == best_cpu and ns.name < best.name):
+                best, best_cpu, best_dv = ns, cpu, dv
             scanned += 1
             if scanned >= SCAN_LIMIT:
                 break
         if best is not None:
-            return best
+            if best_dv is None:
+                best_dv = devices_on(best.dev, gpu)
+            if best_dv is not None:
+                return best, best_dv
     return None
 
 
@@ -153,29 +176,32 @@ def _best_partial(
     by_level: list[dict[str, NodeState]], req: Vec
 ) -> tuple[NodeState, tuple[int, ...]] | None:
     """A partially used device with the least free milli-GPU that still holds the request."""
-    gpu = req[0]
+    gpu, rc, rm = req
     for lv in range(gpu // LEVEL, LEVELS):
-        best: tuple[NodeState, tuple[int, ...]] | None = None
-        best_key: tuple[int, str] | None = None
+        # a node's candidate is its first device in [lo, hi): this level, holding gpu
+        hi = (lv + 1) * LEVEL
+        lo = max(gpu, lv * LEVEL)
+        best: NodeState | None = None
+        best_i = 0
+        best_d = 0
         scanned = 0
         for ns in by_level[lv].values():
-            if req[1] > ns.cpu or req[2] > ns.mem or not ns.schedulable:
+            if rc > ns.cpu or rm > ns.mem or not ns.schedulable:
                 continue
-            dv = None
-            for i, d in enumerate(ns.dev):
-                if gpu <= d < MILLI and d // LEVEL == lv:
-                    dv = i
+            i = 0
+            for d in ns.dev:
+                if lo <= d < hi:
                     break
-            if dv is None:
+                i += 1
+            else:
                 continue
-            key = (ns.dev[dv], ns.name)
-            if best_key is None or key < best_key:
-                best, best_key = (ns, (dv,)), key
+            if best is None or d < best_d or (d == best_d and ns.name < best.name):
+                best, best_i, best_d = ns, i, d
             scanned += 1
             if scanned >= SCAN_LIMIT:
                 break
         if best is not None:
-            return best
+            return best, (best_i,)
     return None
 
 
