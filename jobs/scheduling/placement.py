@@ -181,22 +181,26 @@ def _best_partial(
         # a node's candidate is its first device in [lo, hi): this level, holding gpu
         hi = (lv + 1) * LEVEL
         lo = max(gpu, lv * LEVEL)
+        # every node of the bucket has a device in the level, so when all of the level holds
+        # gpu each node fits, and its device matters only if it can beat the best so far
+        whole = lo == lv * LEVEL
         best: NodeState | None = None
         best_i = 0
-        best_d = 0
+        best_d = hi
         scanned = 0
         for ns in by_level[lv].values():
             if rc > ns.cpu or rm > ns.mem or not ns.schedulable:
                 continue
-            i = 0
-            for d in ns.dev:
-                if lo <= d < hi:
-                    break
-                i += 1
-            else:
-                continue
-            if best is None or d < best_d or (d == best_d and ns.name < best.name):
-                best, best_i, best_d = ns, i, d
+            if not whole or best_d > lo or best is None or ns.name < best.name:
+                i = 0
+                for d in ns.dev:
+                    if lo <= d < hi:
+                        break
+                    i += 1
+                else:
+                    continue
+                if best is None or d < best_d or (d == best_d and ns.name < best.name):
+                    best, best_i, best_d = ns, i, d
             scanned += 1
             if scanned >= SCAN_LIMIT:
                 break
