@@ -77,7 +77,7 @@ def find_node(
     state: State, req: Vec, pools: Sequence[str], spread: bool, owner: str | None = None
 ) -> Choice | None:
     """Best node for one replica over the accepted pools; None when nothing fits."""
-    best: Choice | None = None
+    best: tuple[NodeState, tuple[int, ...]] | None = None
     best_key: tuple[int, int, int, str] | None = None
     for pool in pools:
         index = state.pools.get(pool)
@@ -86,11 +86,23 @@ def find_node(
         found = _find_in_pool(index.by_full, index.by_level, req, spread, owner)
         if found is None:
             continue
-        ns, devices = found
-        key = _spread_key(ns, owner) if spread else _pack_score(ns, req, devices)
-        if best_key is None or key < best_key:
-            best, best_key = (ns.name, devices), key
-    return best
+        if best is None:
+            best = found  # ranked against other pools only when another one has a fit
+            continue
+        if best_key is None:
+            best_key = _pool_key(best, req, spread, owner)
+        key = _pool_key(found, req, spread, owner)
+        if key < best_key:
+            best, best_key = found, key
+    return None if best is None else (best[0].name, best[1])
+
+
+def _pool_key(
+    found: tuple[NodeState, tuple[int, ...]], req: Vec, spread: bool, owner: str | None
+) -> tuple[int, int, int, str]:
+    """How the best nodes of two pools compare."""
+    ns, devices = found
+    return _spread_key(ns, owner) if spread else _pack_score(ns, req, devices)
 
 
 def _spread_key(ns: NodeState, owner: str | None) -> tuple[int, int, int, str]:

@@ -26,14 +26,20 @@ class FairShareReclaim:
     def candidates(self, a: Attempt) -> list[tuple[str, bool]]:
         """Borrowers of other quotas in the same scope that are above their share."""
         state = a.state
-        scope = scope_key(state, a.w.quota)
-        out: list[tuple[str, bool]] = []
-        for q in sorted(state.tree.quotas):
-            if q == a.w.quota or scope_key(state, q) != scope:
-                continue
-            if self._borrowed(a, q) > a.shares.get(q, 0.0) + 1e-6:
-                out.append((q, True))
-        return out
+        mine = a.w.quota
+        scope = scope_key(state, mine)
+        pool = a.pool
+        borrowed = state.borrowed
+        shares = a.shares
+        # most quotas borrow nothing: the cheap test first, the order once the few are known
+        out = [
+            q
+            for q in state.tree.quotas
+            if borrowed.get((q, pool), 0) > shares.get(q, 0.0) + 1e-6
+            and q != mine
+            and scope_key(state, q) == scope
+        ]
+        return [(q, True) for q in sorted(out)]
 
     def bound(self, a: Attempt) -> int:
         """What those quotas borrow in the pool."""
