@@ -135,8 +135,7 @@ class Window:
         "entries",
         "last",
         "added",
-        "by_node",
-        "gpu_nodes",
+        "rooms",
         "nodes",
         "failed",
         "freed",
@@ -151,19 +150,25 @@ class Window:
         # candidates that changed since (evicted, restored, started, shielded) and rank
         # no later than `last`: the window is repaired from them (see window)
         self.added: list[Entry] = []
-        self.by_node: dict[str, list[Entry]] = {}
-        # nodes where some candidate holds GPU: elsewhere evictions free CPU and memory only
-        self.gpu_nodes: set[str] = set()
-        by_node = self.by_node
+        # per node: its candidates, and the device slots, CPU and memory they hold there
+        by_node: dict[str, tuple[list[Entry], list[int]]] = {}
         for e in entries:
-            holds_gpu = e.req[0] > 0
+            _, c, m = e.req
             for p in e.placements:
-                lst = by_node.setdefault(p.node, [])
+                got = by_node.get(p.node)
+                if got is None:
+                    got = by_node[p.node] = ([], [0, 0, 0])
+                lst, held = got
                 if not lst or lst[-1] is not e:
                     lst.append(e)
-                if holds_gpu:
-                    self.gpu_nodes.add(p.node)
+                held[0] += len(p.devices)
+                held[1] += c
+                held[2] += m
         self.nodes: list[NodeState] = [state.nodes[n] for n in sorted(by_node)]
+        self.rooms: list[tuple[NodeState, list[Entry], int, int, int]] = []
+        for ns in self.nodes:
+            lst, (slots, cpu, mem) = by_node[ns.name]
+            self.rooms.append((ns, lst, slots, cpu, mem))
         # requests no node of the window could take (static kinds only), valid while
         # none of its nodes gained capacity (the sum of their freed counters is unchanged)
         self.failed: list[tuple[int, int, int]] = []
@@ -357,8 +362,7 @@ def _scan_nodes(
 ) -> list[Entry] | None:
     """_best_node's search proper, over every node of the window."""
     state = a.state
-    by_node = win.by_node
-    gpu_nodes = win.gpu_nodes
+    pool = a.pool
     # the best is the least (victim count, their victim keys, node); nodes come in order,
     # so a later node wins on fewer victims or on smaller keys only; keys are computed
     # only when two counts tie
@@ -368,18 +372,20 @@ def _scan_nodes(
     g, rc, rm = req
     need_full = g // MILLI if g >= MILLI else 0
     allowed = kind.allowed
-    for ns in win.nodes:
+    for ns, victims, slots, freeable_cpu, freeable_mem in win.rooms:
+        if ns.pool != pool or not ns.schedulable:
+            continue
+        # a node where evicting every candidate would not do is skipped: each freed device
+        # slot adds at most one whole free device; without a GPU-holding candidate here the
+        # GPU condition below can only hold if it holds already
+        if ns.cpu + freeable_cpu < rc or ns.mem + freeable_mem < rm:
+            continue
+        if g >= MILLI:
+            if ns.full + slots < need_full:
+                continue
+        elif g and not slots and not ns.full and max(ns.dev, default=0) < g:
+            continue
         node = ns.name
-        if ns.pool != a.pool or not ns.schedulable:
-            continue
-        # without a GPU-holding candidate here the GPU condition below can only hold if it
-        # holds already
-        if (
-            g
-            and node not in gpu_nodes
-            and (ns.full < need_full if g >= MILLI else not ns.full and max(ns.dev, default=0) < g)
-        ):
-            continue
         dev = list(ns.dev)
         cpu, mem = ns.cpu, ns.mem
         # what devices_on(dev, g) needs, kept up to date as victims free devices: the count
@@ -387,7 +393,7 @@ def _scan_nodes(
         full = ns.full
         top = MILLI if full else max(dev, default=0)
         picked: list[Entry] = []
-        for v in by_node[node]:
+        for v in victims:
             if best is not None and len(picked) >= best_len:
                 break
             if not allowed(a, v):
