@@ -135,8 +135,9 @@ class Window:
         "entries",
         "last",
         "added",
-        "rooms",
+        "by_node",
         "nodes",
+        "_rooms",
         "failed",
         "freed",
     )
@@ -150,25 +151,17 @@ class Window:
         # candidates that changed since (evicted, restored, started, shielded) and rank
         # no later than `last`: the window is repaired from them (see window)
         self.added: list[Entry] = []
-        # per node: its candidates, and the device slots, CPU and memory they hold there
-        by_node: dict[str, tuple[list[Entry], list[int]]] = {}
+        self.by_node: dict[str, list[Entry]] = {}
+        by_node = self.by_node
         for e in entries:
-            _, c, m = e.req
             for p in e.placements:
-                got = by_node.get(p.node)
-                if got is None:
-                    got = by_node[p.node] = ([], [0, 0, 0])
-                lst, held = got
-                if not lst or lst[-1] is not e:
+                lst = by_node.get(p.node)
+                if lst is None:
+                    by_node[p.node] = [e]
+                elif lst[-1] is not e:
                     lst.append(e)
-                held[0] += len(p.devices)
-                held[1] += c
-                held[2] += m
         self.nodes: list[NodeState] = [state.nodes[n] for n in sorted(by_node)]
-        self.rooms: list[tuple[NodeState, list[Entry], int, int, int]] = []
-        for ns in self.nodes:
-            lst, (slots, cpu, mem) = by_node[ns.name]
-            self.rooms.append((ns, lst, slots, cpu, mem))
+        self._rooms: list[tuple[NodeState, list[Entry], int, int, int]] | None = None
         # requests no node of the window could take (static kinds only), valid while
         # none of its nodes gained capacity (the sum of their freed counters is unchanged)
         self.failed: list[tuple[int, int, int]] = []
@@ -177,6 +170,25 @@ class Window:
     def freed_now(self) -> int:
         """How often the window's nodes have gained capacity so far."""
         return sum(ns.freed for ns in self.nodes)
+
+    def rooms(self) -> list[tuple[NodeState, list[Entry], int, int, int]]:
+        """Per node in name order: its candidates, and the device slots, CPU and memory they
+        hold there (built when the window is first scanned; many never are)."""
+        if self._rooms is None:
+            self._rooms = []
+            for ns in self.nodes:
+                node = ns.name
+                victims = self.by_node[node]
+                slots = cpu = mem = 0
+                for v in victims:
+                    _, c, m = v.req
+                    for p in v.placements:
+                        if p.node == node:
+                            slots += len(p.devices)
+                            cpu += c
+                            mem += m
+                self._rooms.append((ns, victims, slots, cpu, mem))
+        return self._rooms
 
 
 def window(kind: PreemptionKind, a: Attempt) -> Window:
@@ -372,7 +384,7 @@ def _scan_nodes(
     g, rc, rm = req
     need_full = g // MILLI if g >= MILLI else 0
     allowed = kind.allowed
-    for ns, victims, slots, freeable_cpu, freeable_mem in win.rooms:
+    for ns, victims, slots, freeable_cpu, freeable_mem in win.rooms():
         if ns.pool != pool or not ns.schedulable:
             continue
         # a node where evicting every candidate would not do is skipped: each freed device
