@@ -160,7 +160,8 @@ class Window:
                     by_node[p.node] = [e]
                 elif lst[-1] is not e:
                     lst.append(e)
-        self.nodes: list[NodeState] = [state.nodes[n] for n in sorted(by_node)]
+        # in the window's order: which node comes first never changes the victims chosen
+        self.nodes: list[NodeState] = [state.nodes[n] for n in by_node]
         self._rooms: list[tuple[NodeState, list[Entry], int, int, int]] | None = None
         # requests no node of the window could take (static kinds only), valid while
         # none of its nodes gained capacity (the sum of their freed counters is unchanged)
@@ -172,7 +173,7 @@ class Window:
         return sum(ns.freed for ns in self.nodes)
 
     def rooms(self) -> list[tuple[NodeState, list[Entry], int, int, int]]:
-        """Per node in name order: its candidates, and the device slots, CPU and memory they
+        """Per node: its candidates, and the device slots, CPU and memory they
         hold there (built when the window is first scanned; many never are)."""
         if self._rooms is None:
             self._rooms = []
@@ -375,9 +376,9 @@ def _scan_nodes(
     """_best_node's search proper, over every node of the window."""
     state = a.state
     pool = a.pool
-    # the best is the least (victim count, their victim keys, node); nodes come in order,
-    # so a later node wins on fewer victims or on smaller keys only; keys are computed
-    # only when two counts tie
+    # the best is the least (victim count, their victim keys): a later node wins on fewer
+    # victims or on smaller keys only, and two nodes that tie on both free the same victims,
+    # so the order of the nodes does not matter; keys are computed only when counts tie
     best: list[Entry] | None = None
     best_len = 0
     best_keys: list[VictimKey] | None = None
