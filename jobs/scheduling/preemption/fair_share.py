@@ -63,10 +63,11 @@ class FairShareReclaim:
             return False
         mine = a.w.quota
         theirs = victim.w.quota
-        w_mine = a.weights.get(mine, 1.0)
-        w_theirs = a.weights.get(theirs, 1.0)
+        pool = a.pool
+        borrowed = a.state.borrowed
+        weights = a.weights
         need = a.w.request.gpu * a.count
-        gain = victim.req[0] * victim.pool_counts.get(a.pool, 0)
-        after_mine = (self._borrowed(a, mine) + need) / w_mine
-        after_theirs = (self._borrowed(a, theirs) - gain) / w_theirs
+        gain = victim.req[0] * victim.pool_counts.get(pool, 0)
+        after_mine = (borrowed.get((mine, pool), 0) + need) / weights.get(mine, 1.0)
+        after_theirs = (borrowed.get((theirs, pool), 0) - gain) / weights.get(theirs, 1.0)
         return after_mine <= after_theirs + 1e-9
