@@ -191,11 +191,12 @@ def _best_partial(
     gpu, rc, rm = req
     for lv in range(gpu // LEVEL, LEVELS):
         # a node's candidate is its first device in [lo, hi): this level, holding gpu
-        hi = (lv + 1) * LEVEL
-        lo = max(gpu, lv * LEVEL)
+        base = lv * LEVEL
+        hi = base + LEVEL
         # every node of the bucket has a device in the level, so when all of the level holds
         # gpu each node fits, and its device matters only if it can beat the best so far
-        whole = lo == lv * LEVEL
+        whole = gpu <= base
+        lo = base if whole else gpu
         best: NodeState | None = None
         best_i = 0
         best_d = hi

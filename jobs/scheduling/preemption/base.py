@@ -136,8 +136,8 @@ class Window:
         "last",
         "added",
         "by_node",
+        "gpu_nodes",
         "nodes",
-        "_rooms",
         "failed",
         "freed",
     )
@@ -152,17 +152,22 @@ class Window:
         # no later than `last`: the window is repaired from them (see window)
         self.added: list[Entry] = []
         self.by_node: dict[str, list[Entry]] = {}
+        # nodes where some candidate holds GPU: elsewhere evictions free CPU and memory only
+        self.gpu_nodes: set[str] = set()
         by_node = self.by_node
+        gpu_nodes = self.gpu_nodes
         for e in entries:
+            holds_gpu = e.req[0] > 0
             for p in e.placements:
                 lst = by_node.get(p.node)
                 if lst is None:
                     by_node[p.node] = [e]
                 elif lst[-1] is not e:
                     lst.append(e)
+                if holds_gpu:
+                    gpu_nodes.add(p.node)
         # in the window's order: which node comes first never changes the victims chosen
         self.nodes: list[NodeState] = [state.nodes[n] for n in by_node]
-        self._rooms: list[tuple[NodeState, list[Entry], int, int, int]] | None = None
         # requests no node of the window could take (static kinds only), valid while
         # none of its nodes gained capacity (the sum of their freed counters is unchanged)
         self.failed: list[tuple[int, int, int]] = []
@@ -171,25 +176,6 @@ class Window:
     def freed_now(self) -> int:
         """How often the window's nodes have gained capacity so far."""
         return sum(ns.freed for ns in self.nodes)
-
-    def rooms(self) -> list[tuple[NodeState, list[Entry], int, int, int]]:
-        """Per node: its candidates, and the device slots, CPU and memory they
-        hold there (built when the window is first scanned; many never are)."""
-        if self._rooms is None:
-            self._rooms = []
-            for ns in self.nodes:
-                node = ns.name
-                victims = self.by_node[node]
-                slots = cpu = mem = 0
-                for v in victims:
-                    _, c, m = v.req
-                    for p in v.placements:
-                        if p.node == node:
-                            slots += len(p.devices)
-                            cpu += c
-                            mem += m
-                self._rooms.append((ns, victims, slots, cpu, mem))
-        return self._rooms
 
 
 def window(kind: PreemptionKind, a: Attempt) -> Window:
@@ -375,7 +361,8 @@ def _scan_nodes(
 ) -> list[Entry] | None:
     """_best_node's search proper, over every node of the window."""
     state = a.state
-    pool = a.pool
+    by_node = win.by_node
+    gpu_nodes = win.gpu_nodes
     # the best is the least (victim count, their victim keys): a later node wins on fewer
     # victims or on smaller keys only, and two nodes that tie on both free the same victims,
     # so the order of the nodes does not matter; keys are computed only when counts tie
@@ -385,20 +372,18 @@ def _scan_nodes(
     g, rc, rm = req
     need_full = g // MILLI if g >= MILLI else 0
     allowed = kind.allowed
-    for ns, victims, slots, freeable_cpu, freeable_mem in win.rooms():
-        if ns.pool != pool or not ns.schedulable:
-            continue
-        # a node where evicting every candidate would not do is skipped: each freed device
-        # slot adds at most one whole free device; without a GPU-holding candidate here the
-        # GPU condition below can only hold if it holds already
-        if ns.cpu + freeable_cpu < rc or ns.mem + freeable_mem < rm:
-            continue
-        if g >= MILLI:
-            if ns.full + slots < need_full:
-                continue
-        elif g and not slots and not ns.full and max(ns.dev, default=0) < g:
-            continue
+    for ns in win.nodes:
         node = ns.name
+        if ns.pool != a.pool or not ns.schedulable:
+            continue
+        # without a GPU-holding candidate here the GPU condition below can only hold if it
+        # holds already
+        if (
+            g
+            and node not in gpu_nodes
+            and (ns.full < need_full if g >= MILLI else not ns.full and max(ns.dev, default=0) < g)
+        ):
+            continue
         dev = list(ns.dev)
         cpu, mem = ns.cpu, ns.mem
         # what devices_on(dev, g) needs, kept up to date as victims free devices: the count
@@ -406,7 +391,7 @@ def _scan_nodes(
         full = ns.full
         top = MILLI if full else max(dev, default=0)
         picked: list[Entry] = []
-        for v in victims:
+        for v in by_node[node]:
             if best is not None and len(picked) >= best_len:
                 break
             if not allowed(a, v):
