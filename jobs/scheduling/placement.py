@@ -190,6 +190,9 @@ def _best_partial(
     """A partially used device with the least free milli-GPU that still holds the request."""
     gpu, rc, rm = req
     for lv in range(gpu // LEVEL, LEVELS):
+        bucket = by_level[lv]
+        if not bucket:
+            continue  # most levels are empty: skip them before any setup
         # a node's candidate is its first device in [lo, hi): this level, holding gpu
         base = lv * LEVEL
         hi = base + LEVEL
@@ -201,7 +204,7 @@ def _best_partial(
         best_i = 0
         best_d = hi
         scanned = 0
-        for ns in by_level[lv].values():
+        for ns in bucket.values():
             if rc > ns.cpu or rm > ns.mem or not ns.schedulable:
                 continue
             if not whole or best_d > lo or best is None or ns.name < best.name:
