@@ -149,7 +149,7 @@ def _tightest(
     by_full: list[dict[str, NodeState]], req: Vec, need: int
 ) -> tuple[NodeState, tuple[int, ...]] | None:
     """The first bucket in packing order with a fit, and its node with the least CPU left
-    among the first SCAN_LIMIT that fit (what ranking every fit by _pack_score gives)."""
+    (then the first name) among the first SCAN_LIMIT that fit."""
     gpu, rc, rm = req
     # a node of bucket k has k whole free devices, k >= need: only a shared request's
     # devices depend on more than CPU and memory, so whole ones are picked for the winner
