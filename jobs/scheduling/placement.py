@@ -77,7 +77,7 @@ def find_node(
     state: State, req: Vec, pools: Sequence[str], spread: bool, owner: str | None = None
 ) -> Choice | None:
     """Best node for one replica over the accepted pools; None when nothing fits."""
-    best: Choice | None = None
+    best: tuple[NodeState, tuple[int, ...]] | None = None
     best_key: tuple[int, int, int, str] | None = None
     for pool in pools:
         index = state.pools.get(pool)
@@ -86,11 +86,23 @@ def find_node(
         found = _find_in_pool(index.by_full, index.by_level, req, spread, owner)
         if found is None:
             continue
-        ns, devices = found
-        key = _spread_key(ns, owner) if spread else _pack_score(ns, req, devices)
-        if best_key is None or key < best_key:
-            best, best_key = (ns.name, devices), key
-    return best
+        if best is None:
+            best = found  # ranked against other pools only when another one has a fit
+            continue
+        if best_key is None:
+            best_key = _pool_key(best, req, spread, owner)
+        key = _pool_key(found, req, spread, owner)
+        if key < best_key:
+            best, best_key = found, key
+    return None if best is None else (best[0].name, best[1])
+
+
+def _pool_key(
+    found: tuple[NodeState, tuple[int, ...]], req: Vec, spread: bool, owner: str | None
+) -> tuple[int, int, int, str]:
+    """How the best nodes of two pools compare."""
+    ns, devices = found
+    return _spread_key(ns, owner) if spread else _pack_score(ns, req, devices)
 
 
 def _spread_key(ns: NodeState, owner: str | None) -> tuple[int, int, int, str]:
@@ -130,22 +142,45 @@ def _find_in_pool(
         if found is not None:
             return found
         need = 1
+    return _tightest(by_full, req, need)
+
+
+def _tightest(
+    by_full: list[dict[str, NodeState]], req: Vec, need: int
+) -> tuple[NodeState, tuple[int, ...]] | None:
+    """The first bucket in packing order with a fit, and its node with the least CPU left
+    (then the first name) among the first SCAN_LIMIT that fit."""
+    gpu, rc, rm = req
+    # a node of bucket k has k whole free devices, k >= need: only a shared request's
+    # devices depend on more than CPU and memory, so whole ones are picked for the winner
+    shared = 0 < gpu < MILLI
     for k in bucket_order(need, len(by_full) - 1):
-        best: tuple[NodeState, tuple[int, ...]] | None = None
-        best_key: tuple[int, str] | None = None
+        bucket = by_full[k]
+        if not bucket:
+            continue
+        best: NodeState | None = None
+        best_cpu = 0
+        best_dv: tuple[int, ...] | None = None
         scanned = 0
-        for ns in by_full[k].values():
-            dv = fits(ns, req)
-            if dv is None:
+        for ns in bucket.values():
+            cpu = ns.cpu
+            if cpu < rc or ns.mem < rm or not ns.schedulable:
                 continue
-            key = (ns.cpu - req[1], ns.name)
-            if best_key is None or key < best_key:
-                best, best_key = (ns, dv), key
+            dv = None
+            if shared:
+                dv = devices_on(ns.dev, gpu)
+                if dv is None:
+                    continue
+            if best is None or cpu < best_cpu or (cpu == best_cpu and ns.name < best.name):
+                best, best_cpu, best_dv = ns, cpu, dv
             scanned += 1
             if scanned >= SCAN_LIMIT:
                 break
         if best is not None:
-            return best
+            if best_dv is None:
+                best_dv = devices_on(best.dev, gpu)
+            if best_dv is not None:
+                return best, best_dv
     return None
 
 
@@ -153,29 +188,40 @@ def _best_partial(
     by_level: list[dict[str, NodeState]], req: Vec
 ) -> tuple[NodeState, tuple[int, ...]] | None:
     """A partially used device with the least free milli-GPU that still holds the request."""
-    gpu = req[0]
+    gpu, rc, rm = req
     for lv in range(gpu // LEVEL, LEVELS):
-        best: tuple[NodeState, tuple[int, ...]] | None = None
-        best_key: tuple[int, str] | None = None
+        bucket = by_level[lv]
+        if not bucket:
+            continue  # most levels are empty: skip them before any setup
+        # a node's candidate is its first device in [lo, hi): this level, holding gpu
+        base = lv * LEVEL
+        hi = base + LEVEL
+        # every node of the bucket has a device in the level, so when all of the level holds
+        # gpu each node fits, and its device matters only if it can beat the best so far
+        whole = gpu <= base
+        lo = base if whole else gpu
+        best: NodeState | None = None
+        best_i = 0
+        best_d = hi
         scanned = 0
-        for ns in by_level[lv].values():
-            if req[1] > ns.cpu or req[2] > ns.mem or not ns.schedulable:
+        for ns in bucket.values():
+            if rc > ns.cpu or rm > ns.mem or not ns.schedulable:
                 continue
-            dv = None
-            for i, d in enumerate(ns.dev):
-                if gpu <= d < MILLI and d // LEVEL == lv:
-                    dv = i
-                    break
-            if dv is None:
-                continue
-            key = (ns.dev[dv], ns.name)
-            if best_key is None or key < best_key:
-                best, best_key = (ns, (dv,)), key
+            if not whole or best_d > lo or best is None or ns.name < best.name:
+                i = 0
+                for d in ns.dev:
+                    if lo <= d < hi:
+                        break
+                    i += 1
+                else:
+                    continue
+                if best is None or d < best_d or (d == best_d and ns.name < best.name):
+                    best, best_i, best_d = ns, i, d
             scanned += 1
             if scanned >= SCAN_LIMIT:
                 break
         if best is not None:
-            return best
+            return best, (best_i,)
     return None
 
 

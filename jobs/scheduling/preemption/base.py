@@ -155,15 +155,19 @@ class Window:
         # nodes where some candidate holds GPU: elsewhere evictions free CPU and memory only
         self.gpu_nodes: set[str] = set()
         by_node = self.by_node
+        gpu_nodes = self.gpu_nodes
         for e in entries:
             holds_gpu = e.req[0] > 0
             for p in e.placements:
-                lst = by_node.setdefault(p.node, [])
-                if not lst or lst[-1] is not e:
+                lst = by_node.get(p.node)
+                if lst is None:
+                    by_node[p.node] = [e]
+                elif lst[-1] is not e:
                     lst.append(e)
                 if holds_gpu:
-                    self.gpu_nodes.add(p.node)
-        self.nodes: list[NodeState] = [state.nodes[n] for n in sorted(by_node)]
+                    gpu_nodes.add(p.node)
+        # in the window's order: which node comes first never changes the victims chosen
+        self.nodes: list[NodeState] = [state.nodes[n] for n in by_node]
         # requests no node of the window could take (static kinds only), valid while
         # none of its nodes gained capacity (the sum of their freed counters is unchanged)
         self.failed: list[tuple[int, int, int]] = []
@@ -359,9 +363,9 @@ def _scan_nodes(
     state = a.state
     by_node = win.by_node
     gpu_nodes = win.gpu_nodes
-    # the best is the least (victim count, their victim keys, node); nodes come in order,
-    # so a later node wins on fewer victims or on smaller keys only; keys are computed
-    # only when two counts tie
+    # the best is the least (victim count, their victim keys): a later node wins on fewer
+    # victims or on smaller keys only, and two nodes that tie on both free the same victims,
+    # so the order of the nodes does not matter; keys are computed only when counts tie
     best: list[Entry] | None = None
     best_len = 0
     best_keys: list[VictimKey] | None = None

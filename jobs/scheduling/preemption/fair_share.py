@@ -26,14 +26,20 @@ class FairShareReclaim:
     def candidates(self, a: Attempt) -> list[tuple[str, bool]]:
         """Borrowers of other quotas in the same scope that are above their share."""
         state = a.state
-        scope = scope_key(state, a.w.quota)
-        out: list[tuple[str, bool]] = []
-        for q in sorted(state.tree.quotas):
-            if q == a.w.quota or scope_key(state, q) != scope:
-                continue
-            if self._borrowed(a, q) > a.shares.get(q, 0.0) + 1e-6:
-                out.append((q, True))
-        return out
+        mine = a.w.quota
+        scope = scope_key(state, mine)
+        pool = a.pool
+        borrowed = state.borrowed
+        shares = a.shares
+        # most quotas borrow nothing: the cheap test first, the order once the few are known
+        out = [
+            q
+            for q in state.tree.quotas
+            if borrowed.get((q, pool), 0) > shares.get(q, 0.0) + 1e-6
+            and q != mine
+            and scope_key(state, q) == scope
+        ]
+        return [(q, True) for q in sorted(out)]
 
     def bound(self, a: Attempt) -> int:
         """What those quotas borrow in the pool."""
@@ -57,10 +63,11 @@ class FairShareReclaim:
             return False
         mine = a.w.quota
         theirs = victim.w.quota
-        w_mine = a.weights.get(mine, 1.0)
-        w_theirs = a.weights.get(theirs, 1.0)
+        pool = a.pool
+        borrowed = a.state.borrowed
+        weights = a.weights
         need = a.w.request.gpu * a.count
-        gain = victim.req[0] * victim.pool_counts.get(a.pool, 0)
-        after_mine = (self._borrowed(a, mine) + need) / w_mine
-        after_theirs = (self._borrowed(a, theirs) - gain) / w_theirs
+        gain = victim.req[0] * victim.pool_counts.get(pool, 0)
+        after_mine = (borrowed.get((mine, pool), 0) + need) / weights.get(mine, 1.0)
+        after_theirs = (borrowed.get((theirs, pool), 0) - gain) / weights.get(theirs, 1.0)
         return after_mine <= after_theirs + 1e-9
