@@ -108,6 +108,11 @@ Limit = tuple[int, int, int] | None
 def classify_entries(state: State) -> dict[str, bool]:
     """Every running entry's label: True = In Quota (the state is left as it is)."""
     labels, free = _classify(state)
+    return _with_free(state, labels, free)
+
+
+def _with_free(state: State, labels: dict[str, bool], free: list[str]) -> dict[str, bool]:
+    """The walked labels plus those of the entries below no binding quota."""
     for q in free:
         for name, e in state.by_quota[q].items():
             labels[name] = e.w.idle != "idle_only"
@@ -116,7 +121,22 @@ def classify_entries(state: State) -> dict[str, bool]:
 
 def relabel_entries(state: State) -> None:
     """Classify the running set and rebuild the state's In-Quota tables from the labels."""
-    labels, _ = _classify(state)
+    _rebuild(state, _classify(state)[0])
+
+
+def reclassify(state: State) -> tuple[dict[str, bool], bool]:
+    """classify_entries, and whether some entry was labelled otherwise: then the state's
+    labels and In-Quota tables are rebuilt from the new ones."""
+    walked, free = _classify(state)
+    labels = _with_free(state, dict(walked), free)
+    stale = any(e.in_quota != labels[name] for name, e in state.entries.items())
+    if stale:
+        _rebuild(state, walked)
+    return labels, stale
+
+
+def _rebuild(state: State, labels: dict[str, bool]) -> None:
+    """Rebuild the In-Quota tables from the walked entries' labels (see _own_usage)."""
     tree = state.tree
     own = _own_usage(state, labels)
     inq: dict[tuple[str, str], Row] = {}

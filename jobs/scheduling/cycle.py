@@ -18,7 +18,7 @@ from .admission import (
     pool_order,
     scope_key,
 )
-from .classify import classify_entries, relabel_entries
+from .classify import reclassify, relabel_entries
 from .placement import Choice, explain_no_fit, place_replicas
 from .preemption import KINDS, Attempt, search
 from .queueing import queue_order, rank_order
@@ -236,15 +236,21 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
                 missing = w.replicas - len(w.running)
                 per[w.quota] = per.get(w.quota, 0) + w.request.gpu * missing
     # 4-6. Admit, place and preempt, one workload at a time in queue order, in rounds: a
-    # round's victims and displaced admissions are retried in the next one, so what is left
-    # waiting at the end would wait in the next cycle too.
+    # round's victims and displaced admissions are retried in the next one, and so is every
+    # workload still waiting once the round's admissions changed a running workload's label
+    # (an In-Quota newcomer ranking ahead of it pushes it Not in Quota, where reclaim may
+    # take it), so what is left waiting at the end would wait in the next cycle too.
     todo = queue
     victims: dict[str, Workload] = {}  # victims as pending again: they restart from scratch
+    classification: dict[str, bool] = {}
     for _ in range(MAX_ROUNDS):
         cycle.evicted.clear()
         cycle.displaced.clear()
         _round(cycle, todo)
-        if not cycle.evicted and not cycle.displaced:
+        classification, relabelled = reclassify(state)
+        if relabelled:
+            cycle.epoch += 1  # new labels: searches that failed may succeed now
+        if not cycle.evicted and not cycle.displaced and not (relabelled and cycle.waiting):
             break
         for v in cycle.evicted:
             victims[v.name] = replace(v, running=(), started_at=None, last_checkpoint_at=None)
@@ -253,8 +259,8 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
         todo = queue_order(state.tree, again)
     new = cycle.new
     waiting = cycle.waiting
-    # 7. Result: relabel the final running set and explain every workload left waiting.
-    classification = classify_entries(state)
+    # 7. Result: the final running set's labels (the last round's), and why every workload
+    # left is waiting.
     admitted = tuple(
         Admission(name, classification.get(name, False), tuple(pl))
         for name, pl in new.items()

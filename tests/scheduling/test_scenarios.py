@@ -204,6 +204,24 @@ def odd_gpus() -> Snapshot:
     )
 
 
+def pushed_out_then_reclaimed() -> Snapshot:
+    """svc's second replica needs train's GPUs; "small" (priority 2) ranks ahead of train.
+
+    Admitted In Quota, small pushes train Not in Quota within the cycle (svc 2 + small 0.25 +
+    train 2 > 4), so svc reclaims it in that cycle too, not one cycle later; svc's four GPUs
+    then rank ahead of small, which runs Not in Quota, as the next cycle labels it.
+    """
+    return snapshot(
+        [*nodes(1, gpus=4), *nodes(1, gpus=1, prefix="m")],
+        [quota("q1").min(gpu=4)],
+        [
+            workload("train").gpus(2).priority(1).started(100).on("n1"),
+            workload("svc").inference().replicas(2).gpus(2).priority(1).submitted(200),
+            workload("small").gpus(0.25).priority(2).idle("acceptable").submitted(201),
+        ],
+    )
+
+
 @dataclass
 class Case:
     """A scenario and what the cycle must decide."""
@@ -280,6 +298,11 @@ CASES = {
     "one_gpu_takes_an_odd_gpu_and_keeps_four_gpu_blocks_whole": Case(
         odd_gpus,
         admitted={"notebook": True, "four-a": True, "four-b": True},
+    ),
+    "workload_pushed_out_of_quota_in_the_cycle_is_reclaimed_in_that_cycle": Case(
+        pushed_out_then_reclaimed,
+        admitted={"svc": True, "small": False},
+        preempted={"train": ("svc", "reclaim")},
     ),
     "parent_own_usage_counts_against_its_subtree": Case(
         parent_usage_counts,

@@ -12,6 +12,7 @@ from jobs.scheduling.types import CycleResult, Snapshot
 
 from .builders import QuotaBuilder, WorkloadBuilder, nodes, quota, snapshot, workload
 from .test_properties import clusters
+from .test_scenarios import pushed_out_then_reclaimed
 
 
 def next_snapshot(snap: Snapshot, result: CycleResult) -> Snapshot:
@@ -232,3 +233,13 @@ def test_a_low_priority_service_stays_in_quota_ahead_of_high_priority_training()
     assert dict(first.classification) == {"svc": True, "train": False}
     assert dict(second.classification) == {"svc": True, "train": False}
     assert not first.preempted and not second.preempted
+
+
+def test_a_workload_pushed_out_of_quota_is_reclaimed_in_the_same_cycle() -> None:
+    # small's In-Quota admission pushes train Not in Quota; svc's waiting replica must
+    # reclaim it in this cycle, so the next one neither evicts nor relabels anything.
+    first, second = two_cycles(pushed_out_then_reclaimed())
+    assert {p.workload for p in first.preempted} == {"train"}
+    assert not second.admitted and not second.preempted
+    assert {a.workload: a.in_quota for a in first.admitted} == {"svc": True, "small": False}
+    assert dict(second.classification) == dict(first.classification)
