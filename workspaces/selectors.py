@@ -120,22 +120,19 @@ def usable_quotas(user: Any, workspace: Workspace) -> list[UsableQuota]:
     """
     if not user.is_authenticated:
         return []
-    roles = set(
-        Membership.objects.filter(workspace=workspace, user=user)
-        .order_by()
-        .values_list("role", flat=True)
-    )
-    if not roles and is_platform_admin(user):
-        roles = {Role.ADMIN}
-    if not roles:
-        return []
-    rules = (
-        ResourceUsageRule.objects.filter(
-            workspace=workspace, role__in=roles, quota__bindings__workspace=workspace
-        )
+    membership = Membership.objects.filter(workspace=workspace, user=user).order_by()
+    bound = (
+        ResourceUsageRule.objects.filter(workspace=workspace, quota__bindings__workspace=workspace)
         .select_related("quota")
         .order_by("quota__name")
     )
+    # A member's rules in one query (roles as a subquery); only without any is membership
+    # read on its own, for a platform admin who is not a member (they act as an admin).
+    rules = list(bound.filter(role__in=membership.values("role")))
+    if not rules:
+        if membership.exists() or not is_platform_admin(user):
+            return []
+        rules = list(bound.filter(role=Role.ADMIN))
     by_quota: dict[int, list[ResourceUsageRule]] = {}
     quotas: dict[int, Quota] = {}
     for rule in rules:
