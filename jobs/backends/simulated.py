@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from django.db import connection
+from django.db.models import FloatField
+from django.db.models.expressions import RawSQL
+
 from jobs.backends.base import PodReport
 from jobs.choices import LIVE_POD_STATUSES, Kind, PodStatus, Status
 
@@ -18,6 +22,7 @@ if TYPE_CHECKING:
     from jobs.models import Pod, Workload
 
 NODE_LOST = "node_lost"
+PROGRESS_FIELDS = ("progress", "last_progress_at")
 CRASH = "crash:"
 
 
@@ -62,14 +67,20 @@ class SimulatedBackend:
         running = Workload.objects.filter(
             kind=Kind.TRAINING, status=Status.RUNNING
         ).prefetch_related("pods")
+        progressed: dict[int, float] = {}
         for workload in running:
             pods = [p for p in workload.pods.all() if p.status == PodStatus.RUNNING]
             if len(pods) < workload.replicas or broken.intersection(p.pk for p in pods):
                 continue
             if not workload.sim_hung:
-                _advance(workload, now)
+                fields = _advance(workload, now)
+                if len(fields) == len(PROGRESS_FIELDS):
+                    progressed[workload.pk] = workload.progress
+                else:  # a checkpoint too: rarer, saved on its own
+                    workload.save(update_fields=fields)
             if workload.progress >= workload.total_work:
                 reports += [PodReport(p.pk, PodStatus.SUCCEEDED, exit_code=0) for p in pods]
+        _save_progress(progressed, now)
         return reports
 
     def inject_pod_crash(self, pod: Pod, *, exit_code: int = 137) -> None:
@@ -90,8 +101,29 @@ class SimulatedBackend:
         type(workload).objects.filter(pk=workload.pk).update(sim_hung=True)
 
 
-def _advance(workload: Workload, now: datetime) -> None:
-    """Add GPU-seconds of work since the last progress; checkpoint on each interval boundary."""
+def _save_progress(progress: dict[int, float], now: datetime) -> None:
+    """Store each job's new progress, and `now` as its last progress, in one UPDATE per 400.
+
+    One save per running job took the write lock for ~0.3 ms of CPU each, on every sync.
+    """
+    from jobs.models import Workload
+
+    pk = connection.ops.quote_name(Workload._meta.pk.attname)
+    items = list(progress.items())
+    for at in range(0, len(items), 400):
+        chunk = items[at : at + 400]
+        case = f"CASE {pk} {' '.join(['WHEN %s THEN %s'] * len(chunk))} END"
+        new = RawSQL(case, [v for item in chunk for v in item], output_field=FloatField())
+        Workload.objects.filter(pk__in=[k for k, _ in chunk]).update(
+            progress=new, last_progress_at=now
+        )
+
+
+def _advance(workload: Workload, now: datetime) -> list[str]:
+    """Add GPU-seconds of work since the last progress; checkpoint on each interval boundary.
+
+    Returns the fields it changed, for the caller to store.
+    """
     since = workload.last_progress_at or now
     rate = workload.total_gpu / 1000
     before = workload.progress
@@ -99,7 +131,7 @@ def _advance(workload: Workload, now: datetime) -> None:
         before + max((now - since).total_seconds(), 0.0) * rate, workload.total_work
     )
     workload.last_progress_at = now
-    fields = ["progress", "last_progress_at"]
+    fields = list(PROGRESS_FIELDS)
     last = workload.last_checkpoint_at or since
     intervals = int((now - last).total_seconds() // workload.checkpoint_interval)
     if workload.progress >= workload.total_work:
@@ -111,4 +143,4 @@ def _advance(workload: Workload, now: datetime) -> None:
         workload.checkpoint_progress = before + max((at - since).total_seconds(), 0.0) * rate
         workload.last_checkpoint_at = at
         fields += ["checkpoint_progress", "last_checkpoint_at"]
-    workload.save(update_fields=fields)
+    return fields

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Max
 
 from jobs import bridge
 from jobs.backends import get_backend
@@ -108,13 +109,33 @@ def _preempt(p: Preemption, rows: dict[str, Workload], now: datetime, backend: B
         )
 
 
-def _admit(a: Admission, rows: dict[str, Workload], now: datetime, backend: Backend) -> None:
-    """Start a workload (or more replicas of a service) on the chosen nodes."""
-    w = rows[a.workload]
-    if w.status in ENDED_STATUSES:
-        return  # evicted earlier this cycle with fault tolerance off: it ended Failed
-    nodes = bridge.node_ids([pl.node for pl in a.placements])
-    first_index = max((p.index for p in w.pods.all()), default=-1) + 1
+def _admit_all(
+    admissions: list[Admission], rows: dict[str, Workload], now: datetime, backend: Backend
+) -> None:
+    """Start the admitted workloads: their nodes, pod indexes and pods in a query each."""
+    # Evicted earlier this cycle with fault tolerance off: those ended Failed.
+    admissions = [a for a in admissions if rows[a.workload].status not in ENDED_STATUSES]
+    nodes = bridge.node_ids([pl.node for a in admissions for pl in a.placements])
+    started = {rows[a.workload].pk for a in admissions}
+    top = Pod.objects.filter(workload__in=started).values("workload").annotate(top=Max("index"))
+    next_index = {r["workload"]: r["top"] + 1 for r in top}
+    pods: list[Pod] = []
+    for a in admissions:
+        pods += _admit(a, rows[a.workload], nodes, next_index, now, backend)
+    Pod.objects.bulk_create(pods)
+
+
+def _admit(
+    a: Admission,
+    w: Workload,
+    nodes: dict[str, int],
+    next_index: dict[int, int],
+    now: datetime,
+    backend: Backend,
+) -> list[Pod]:
+    """Start a workload (or more replicas of a service) on the chosen nodes; its new pods."""
+    first_index = next_index.get(w.pk, 0)
+    next_index[w.pk] = first_index + len(a.placements)
     pods = []
     for i, placement in enumerate(a.placements):
         pod = Pod(
@@ -129,15 +150,22 @@ def _admit(a: Admission, rows: dict[str, Workload], now: datetime, backend: Back
         )
         backend.create_pod(pod, now=now)
         pods.append(pod)
-    Pod.objects.bulk_create(pods)
     resumed = w.status == Status.REQUEUED
+    fields = ["in_quota", "pending_reason"]
     if w.status != Status.RUNNING:
         w.status, w.status_reason = Status.RUNNING, ""
         w.started_at = now  # this attempt's start: the classification ranks by it
         w.last_progress_at = now
         w.last_checkpoint_at = now
+        fields += [
+            "status",
+            "status_reason",
+            "started_at",
+            "last_progress_at",
+            "last_checkpoint_at",
+        ]
     w.in_quota, w.pending_reason = a.in_quota, ""
-    w.save()
+    w.save(update_fields=fields)
     label = "In Quota" if a.in_quota else "Not in Quota (borrowed idle capacity)"
     record(w, EventKind.ADMITTED, f"Admitted {label}.", at=now, in_quota=a.in_quota)
     where = ", ".join(sorted({pl.node for pl in a.placements}))
@@ -157,6 +185,7 @@ def _admit(a: Admission, rows: dict[str, Workload], now: datetime, backend: Back
             at=now,
             progress=w.progress,
         )
+    return pods
 
 
 def _classify(result: CycleResult, rows: dict[str, Workload], now: datetime) -> None:
@@ -223,7 +252,6 @@ def _apply(result: CycleResult, snap: bridge.Bridge, now: datetime, backend: Bac
     """Store the core's decisions and tell the cluster backend."""
     for p in result.preempted:
         _preempt(p, snap.workloads, now, backend)
-    for a in result.admitted:
-        _admit(a, snap.workloads, now, backend)
+    _admit_all(list(result.admitted), snap.workloads, now, backend)
     _classify(result, snap.workloads, now)
     _pending(result, snap.workloads)

@@ -232,3 +232,14 @@ def test_a_cycle_applies_no_decision_made_before_a_change_it_did_not_see(
     else:
         assert summary.admitted == 0 and not waiting.pods.exists()
         assert waiting.status == (Status.CANCELLED if change == "cancel" else Status.QUEUED)
+
+
+def test_replicas_added_later_continue_the_pod_indexes(service, tick, clock) -> None:
+    tick()
+    service_scale(service=service, replicas=3, now=clock.now(), reason="busier")
+    tick()
+    assert sorted(service.pods.values_list("index", "status")) == [
+        (0, PodStatus.PENDING),
+        (1, PodStatus.PENDING),
+        (2, PodStatus.PENDING),
+    ]
