@@ -17,6 +17,8 @@ from rest_framework.authtoken.models import Token
 from console.serving import ThreadedASGIHandler, application
 from console.sqlite import base
 
+from .locks import WatchedLock
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -129,28 +131,12 @@ def test_a_request_runs_in_one_worker_thread_that_keeps_its_connection(demo: Any
     assert len(connections) == 1 and id(None) not in connections
 
 
-class _WatchedLock:
-    """The SQLite writer lock, telling when a request starts waiting for it."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.waiting = threading.Event()
-
-    def acquire(self, timeout: float = -1) -> bool:
-        if self.lock.locked():
-            self.waiting.set()
-        return self.lock.acquire(timeout=timeout)
-
-    def release(self) -> None:
-        self.lock.release()
-
-
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="the embedded mode's write lock")
 def test_reads_answer_while_a_submit_waits_for_the_write_lock(
     demo: Any, bob: Any, monkeypatch: Any
 ) -> None:
     """A writer queued behind the lock's holder (the control loop, say) holds up no read."""
-    lock = _WatchedLock()
+    lock = WatchedLock()
     monkeypatch.setattr(base, "_writer", lock)
     headers = {"host": "127.0.0.1", "authorization": f"Token {Token.objects.create(user=bob).key}"}
     app = ThreadedASGIHandler(read_threads=1, write_threads=1)

@@ -11,31 +11,14 @@ from django.db import connection, connections, transaction
 from console.sqlite import base
 from jobs.models import ControlState
 
+from .locks import WatchedLock
+
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class _WatchedLock:
-    """The writer lock, telling when someone starts waiting for it."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.waiting = threading.Event()
-
-    def acquire(self, timeout: float = -1) -> bool:
-        if self.lock.locked():
-            self.waiting.set()
-        return self.lock.acquire(timeout=timeout)
-
-    def release(self) -> None:
-        self.lock.release()
-
-    def locked(self) -> bool:
-        return self.lock.locked()
 
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="the embedded mode's backend")
 def test_a_second_writer_starts_when_the_first_commits(monkeypatch: Any) -> None:
-    lock = _WatchedLock()
+    lock = WatchedLock()
     monkeypatch.setattr(base, "_writer", lock)
     ControlState.objects.create(pk=1, cycles=0)
     order: list[str] = []
