@@ -17,6 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench import OPENB_TRACES  # noqa: E402
 from jobs.scheduling import COMPILED  # noqa: E402
 from jobs.scheduling.cycle import run_cycle  # noqa: E402
 from jobs.scheduling.types import (  # noqa: E402
@@ -30,16 +31,10 @@ from jobs.scheduling.types import (  # noqa: E402
     Workload,
 )
 
-# ../shared next to the checkout; a git worktree sits one level deeper (wt/NAME)
-TRACES = next(
-    (t for t in (p / "shared" / "traces" / "openb" for p in REPO.parents) if t.exists()),
-    REPO.parent / "shared" / "traces" / "openb",
-)
-
 
 def openb_nodes() -> list[Node] | None:
     """The openb node list (1,213 nodes, 6,212 GPUs), when the traces are present."""
-    path = TRACES / "openb_node_list_gpu_node.csv"
+    path = OPENB_TRACES / "openb_node_list_gpu_node.csv"
     if not path.exists():
         return None
     with path.open() as fh:

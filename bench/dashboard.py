@@ -22,7 +22,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-TRACES = REPO.parent / "shared" / "traces" / "openb"
+
+from bench import OPENB_TRACES  # noqa: E402
+
 START = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
 
 
@@ -76,8 +78,8 @@ def seed(jobs: int) -> dict[str, int]:
         )
     Workload.objects.bulk_create(workloads, batch_size=2000)
 
-    if (TRACES / "openb_node_list_gpu_node.csv").exists():
-        text = (TRACES / "openb_node_list_gpu_node.csv").read_text()
+    if (OPENB_TRACES / "openb_node_list_gpu_node.csv").exists():
+        text = (OPENB_TRACES / "openb_node_list_gpu_node.csv").read_text()
         nodes_import(resource_pool=demo.resource_pool, text=text)
     nodes = list(Node.objects.values_list("pk", "gpus"))
     running = list(

@@ -17,12 +17,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench import OPENB_TRACES  # noqa: E402
 from jobs.scheduling.fragmentation import FragmentationScorer, target_workload  # noqa: E402
 from jobs.scheduling.placement import find_node, find_node_fgd, workload_profile  # noqa: E402
 from jobs.scheduling.snapshot import State  # noqa: E402
 from jobs.scheduling.types import MILLI, Node, Snapshot  # noqa: E402
-
-TRACES = REPO.parent / "shared" / "traces" / "openb"
 
 Pod = tuple[int, int, int, tuple[str, ...]]  # gpu milli per replica slot, cpu, memory, pools
 
@@ -140,8 +139,8 @@ def _one(
 def main() -> None:
     """Print one JSON object with the means over seeds."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--nodes", type=Path, default=TRACES / "openb_node_list_gpu_node.csv")
-    parser.add_argument("--pods", type=Path, default=TRACES / "openb_pod_list_default.csv")
+    parser.add_argument("--nodes", type=Path, default=OPENB_TRACES / "openb_node_list_gpu_node.csv")
+    parser.add_argument("--pods", type=Path, default=OPENB_TRACES / "openb_pod_list_default.csv")
     parser.add_argument("--inflate", type=float, default=1.3)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--policy", choices=("fgd2", "fgd", "bestfit"), default="fgd2")
