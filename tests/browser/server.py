@@ -30,7 +30,7 @@ class _Uvicorn(threading.Thread):
         try:
             import uvicorn
 
-            from console.serving import application
+            from console.serving import application, serve
 
             config = uvicorn.Config(
                 application(static=True),
@@ -40,7 +40,7 @@ class _Uvicorn(threading.Thread):
                 lifespan="off",
                 log_level="warning",
             )
-            uvicorn.Server(config).run(sockets=[self.sock])
+            serve(uvicorn.Server(config), sockets=[self.sock])
         except BaseException as error:  # surface start-up failures in the fixture
             self.error = error
 
