@@ -8,7 +8,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -24,6 +24,8 @@ _order: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
     weakref.WeakKeyDictionary()
 )
 _order_guard = threading.Lock()
+# How long a thread outside the server (the control loop) waits for its push to be sent.
+SEND_WAIT = 5.0
 
 
 class Message(NamedTuple):
@@ -88,8 +90,13 @@ def broadcast_many(messages: list[Message]) -> None:
         async with order:  # FIFO: batches reach each socket in the order they were sent
             await _send(layer, messages)
 
-    # The caller (a request's thread, the control loop) does not wait for a turn of the loop.
-    asyncio.run_coroutine_threadsafe(send_in_order(), loop).add_done_callback(_log_failure)
+    sent = asyncio.run_coroutine_threadsafe(send_in_order(), loop)
+    sent.add_done_callback(_log_failure)
+    if _request_loop() is None and not _in_event_loop():
+        # The control loop waits for its push to be sent, as it did on a loop of its own:
+        # pushes piling up on the server's loop reach a socket in bursts, and a channel holds
+        # 100 messages. A request's thread answers without waiting for a turn of the loop.
+        wait([sent], timeout=SEND_WAIT)
 
 
 async def _send(layer: BaseChannelLayer, messages: list[Message]) -> None:
@@ -104,16 +111,30 @@ def _server_loop() -> asyncio.AbstractEventLoop | None:
     """The running loop whose consumers the channel layer serves in this process, if any.
 
     The server's (sending_on), whichever thread sends; without one, the loop that handed
-    this thread its request (asgiref's sync_to_async), as under another ASGI server.
+    this thread its request, as under another ASGI server.
     """
     if _serving is not None and _serving.is_running():
         return _serving
+    return _request_loop()
+
+
+def _request_loop() -> asyncio.AbstractEventLoop | None:
+    """The running event loop that handed this thread its request (asgiref's sync_to_async)."""
     if getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) != os.getpid():
         return None
     loop: asyncio.AbstractEventLoop | None = getattr(
         SyncToAsync.threadlocal, "main_event_loop", None
     )
     return loop if loop is not None and loop.is_running() else None
+
+
+def _in_event_loop() -> bool:
+    """This thread runs an event loop (where waiting for one would block it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _log_failure(sent: Future[None]) -> None:

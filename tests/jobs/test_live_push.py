@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.core.management import call_command
 from django.db import connection
@@ -123,17 +124,28 @@ def test_pushes_sent_while_the_server_is_busy_arrive_in_the_order_sent() -> None
 
     channel = on_loop(layer.new_channel())
     on_loop(layer.group_add(workspace_group(7), channel))
-    busy = threading.Event()
+    running, go, busy = threading.Event(), threading.Event(), threading.Event()
+
+    def request() -> None:
+        """A request's thread (console.serving's): it sends without waiting for the loop."""
+        running.set()
+        go.wait(10)
+        broadcast_many([Message(7, None, {"job": "a", "status": s}) for s in ("Queued", "Running")])
+        broadcast_many([Message(7, None, {"job": "a", "status": "Succeeded"})])
+        busy.set()
+
     try:
-        loop.call_soon_threadsafe(busy.wait)  # the loop is busy until both batches are sent
         with sending_on(loop):
-            broadcast_many(
-                [Message(7, None, {"job": "a", "status": s}) for s in ("Queued", "Running")]
+            answered = asyncio.run_coroutine_threadsafe(
+                sync_to_async(request, thread_sensitive=False)(), loop
             )
-            broadcast_many([Message(7, None, {"job": "a", "status": "Succeeded"})])
-            busy.set()
+            running.wait(10)
+            loop.call_soon_threadsafe(busy.wait, 10)  # busy until both batches are sent
+            go.set()
+            answered.result(10)
             received = [on_loop(layer.receive(channel))["payload"]["status"] for _ in range(3)]
     finally:
+        go.set()
         busy.set()
         on_loop(layer.group_discard(workspace_group(7), channel))
         loop.call_soon_threadsafe(loop.stop)
