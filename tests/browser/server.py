@@ -68,7 +68,10 @@ def server() -> LiveServer:
 
 
 def off_thread(run: Callable[[], Any]) -> Any:
-    """Run control-loop code outside Playwright's event loop (async_to_sync refuses inside it)."""
+    """Run control-loop code in a thread of its own, as the embedded runner does.
+
+    Not in Playwright's thread, which runs an event loop (a push from there would not wait).
+    """
     result: dict[str, Any] = {}
 
     def target() -> None:
