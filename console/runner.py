@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from jobs import tasks
 from jobs.wakeup import on_cycle_requested
@@ -74,16 +74,21 @@ class Runner(threading.Thread):
             log.exception("control-loop task %s failed; retrying next tick", name)
 
     def run(self) -> None:
-        """Loop until stop()."""
+        """Loop until stop(), then close this thread's database connection."""
         on_cycle_requested(self.wake.set)
-        while not self.stopped.is_set():
-            woke = self.wake.wait(MIN_REAL_INTERVAL)
-            if woke:
-                self.stopped.wait(self.forced_cycle_delay(time.monotonic()))
-            self.wake.clear()
-            self.tick(force_cycle=woke)
+        try:
+            while not self.stopped.is_set():
+                woke = self.wake.wait(MIN_REAL_INTERVAL)
+                if woke:
+                    self.stopped.wait(self.forced_cycle_delay(time.monotonic()))
+                self.wake.clear()
+                self.tick(force_cycle=woke)
+        finally:
+            connection.close()
 
-    def stop(self) -> None:
-        """Ask the loop to end."""
+    def stop(self, *, wait: float = 60) -> None:
+        """End the loop once the task it is running returns (waiting up to `wait` seconds)."""
         self.stopped.set()
         self.wake.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(wait)

@@ -18,11 +18,15 @@ leave room beside them for POSTs that take no lock (a scale preview only reads).
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import socket
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import import_module
 from typing import Any
 
+import uvicorn
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core import signals
@@ -31,6 +35,8 @@ from django.core.handlers import base
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import HttpResponseBase
 from django.urls import set_script_prefix
+
+from jobs.live import sending_on
 
 Message = dict[str, Any]
 # Methods that only read (RFC 9110's safe methods), answered by the read pool.
@@ -115,3 +121,26 @@ def freeze_startup_heap() -> None:
     import_module(settings.ROOT_URLCONF)  # every view, serializer and model, now, not later
     gc.collect()
     gc.freeze()
+
+
+def serve(
+    server: uvicorn.Server,
+    *,
+    started: Callable[[], object] = lambda: None,
+    sockets: list[socket.socket] | None = None,
+) -> None:
+    """Run uvicorn until it exits; `started` runs once pushes from any thread reach its loop.
+
+    The control loop's thread has no event loop: its pushes, like every request thread's,
+    go through the server's loop, the one the websocket consumers wait on (jobs.live).
+    """
+
+    async def main() -> None:
+        with sending_on(asyncio.get_running_loop()):
+            started()
+            await server.serve(sockets)
+
+    # asyncio.Runner, not uvicorn's run(), which on Python 3.11 turns asyncio's debug mode
+    # (PYTHONASYNCIODEBUG, -X dev) off.
+    with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
+        runner.run(main())

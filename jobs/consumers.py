@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from console.permissions import is_platform_admin
@@ -40,8 +41,15 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def tidepool_event(self, message: dict[str, Any]) -> None:
-        """Relay one event to the browser."""
-        await self.send_json(message["payload"])
+        """Relay one event to the browser; a browser found gone leaves the group."""
+        try:
+            await self.send_json(message["payload"])
+        except OSError:
+            # The server raises an OSError for a socket that closed before its disconnect
+            # reached this consumer (ASGI spec); ending here would leave the channel in the
+            # group, where every later push would still be queued for it.
+            await self.disconnect(1006)
+            raise StopConsumer from None
 
     async def allowed(self, user: Any) -> bool:
         """Whether this user may watch this group."""

@@ -5,14 +5,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from concurrent.futures import Future
+import threading
+import weakref
+from collections.abc import Iterator
+from concurrent.futures import Future, wait
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from asgiref.sync import SyncToAsync, async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
 
 CLUSTER_GROUP = "cluster"
 log = logging.getLogger(__name__)
+# The event loop of the server in this process (console.serving.serve).
+_serving: asyncio.AbstractEventLoop | None = None
+# Per event loop, the lock that keeps pushes in the order they were sent.
+_order: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+    weakref.WeakKeyDictionary()
+)
+_order_guard = threading.Lock()
+# How long a thread outside the server (the control loop) waits for its push to be sent.
+SEND_WAIT = 5.0
 
 
 class Message(NamedTuple):
@@ -43,28 +56,69 @@ def groups_of(message: Message) -> list[str]:
     return groups
 
 
+@contextmanager
+def sending_on(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """While the server runs on `loop`, every thread's pushes go through that loop.
+
+    The in-memory channel layer's queues belong to the loop its consumers wait on and are
+    not thread-safe: a send from another thread or loop wakes a waiting consumer only when
+    something else next wakes that loop, and can race its bookkeeping.
+    """
+    global _serving
+    previous, _serving = _serving, loop
+    try:
+        yield
+    finally:
+        _serving = previous
+
+
 def broadcast_many(messages: list[Message]) -> None:
-    """Send messages to their groups in one trip through the channel layer."""
+    """Send messages to their groups in one trip through the channel layer, in order."""
     layer = get_channel_layer()
     if layer is None or not messages:
         return
-
-    async def send_all() -> None:
-        for message in messages:
-            event = {"type": "tidepool.event", "payload": message.payload}
-            for group in groups_of(message):
-                await layer.group_send(group, event)
-
     loop = _server_loop()
     if loop is None:
-        async_to_sync(send_all)()
+        # No event loop serves in this process (a Celery worker, a management command): the
+        # send runs on a loop of its own, which the Redis layer allows.
+        async_to_sync(_send)(layer, messages)
         return
-    # A request's thread under the ASGI server: the sends run on the server's event loop
-    # without the request waiting for a turn of that loop (async_to_sync would block on it).
-    asyncio.run_coroutine_threadsafe(send_all(), loop).add_done_callback(_log_failure)
+    with _order_guard:
+        order = _order.setdefault(loop, asyncio.Lock())
+
+    async def send_in_order() -> None:
+        async with order:  # FIFO: batches reach each socket in the order they were sent
+            await _send(layer, messages)
+
+    sent = asyncio.run_coroutine_threadsafe(send_in_order(), loop)
+    sent.add_done_callback(_log_failure)
+    if _request_loop() is None and not _in_event_loop():
+        # The control loop waits for its push to be sent, as it did on a loop of its own:
+        # pushes piling up on the server's loop reach a socket in bursts, and a channel holds
+        # 100 messages. A request's thread answers without waiting for a turn of the loop.
+        wait([sent], timeout=SEND_WAIT)
+
+
+async def _send(layer: BaseChannelLayer, messages: list[Message]) -> None:
+    """Each message to each of its groups."""
+    for message in messages:
+        event = {"type": "tidepool.event", "payload": message.payload}
+        for group in groups_of(message):
+            await layer.group_send(group, event)
 
 
 def _server_loop() -> asyncio.AbstractEventLoop | None:
+    """The running loop whose consumers the channel layer serves in this process, if any.
+
+    The server's (sending_on), whichever thread sends; without one, the loop that handed
+    this thread its request, as under another ASGI server.
+    """
+    if _serving is not None and _serving.is_running():
+        return _serving
+    return _request_loop()
+
+
+def _request_loop() -> asyncio.AbstractEventLoop | None:
     """The running event loop that handed this thread its request (asgiref's sync_to_async)."""
     if getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) != os.getpid():
         return None
@@ -72,6 +126,15 @@ def _server_loop() -> asyncio.AbstractEventLoop | None:
         SyncToAsync.threadlocal, "main_event_loop", None
     )
     return loop if loop is not None and loop.is_running() else None
+
+
+def _in_event_loop() -> bool:
+    """This thread runs an event loop (where waiting for one would block it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _log_failure(sent: Future[None]) -> None:

@@ -30,7 +30,7 @@ class _Uvicorn(threading.Thread):
         try:
             import uvicorn
 
-            from console.serving import application
+            from console.serving import application, serve
 
             config = uvicorn.Config(
                 application(static=True),
@@ -40,7 +40,7 @@ class _Uvicorn(threading.Thread):
                 lifespan="off",
                 log_level="warning",
             )
-            uvicorn.Server(config).run(sockets=[self.sock])
+            serve(uvicorn.Server(config), sockets=[self.sock])
         except BaseException as error:  # surface start-up failures in the fixture
             self.error = error
 
@@ -68,7 +68,10 @@ def server() -> LiveServer:
 
 
 def off_thread(run: Callable[[], Any]) -> Any:
-    """Run control-loop code outside Playwright's event loop (async_to_sync refuses inside it)."""
+    """Run control-loop code in a thread of its own, as the embedded runner does.
+
+    Not in Playwright's thread, which runs an event loop (a push from there would not wait).
+    """
     result: dict[str, Any] = {}
 
     def target() -> None:

@@ -68,8 +68,7 @@ def test_allocation_chart_gains_a_point_after_a_sample_without_reload(
 def _sample_off_thread(now: Any) -> None:
     """usage_sample in a thread of its own, as the embedded runner calls it.
 
-    Playwright's sync API keeps an event loop running in the test's thread, where
-    async_to_sync (inside broadcast) refuses to work.
+    Not in the test's thread, where Playwright's sync API keeps an event loop running.
     """
     from django.db import connection
 

@@ -31,6 +31,18 @@ def _submit(demo, bob, name: str) -> Workload:
     )
 
 
+def _submit_and_close(demo, bob, name: str) -> Workload:
+    """Submit from a thread of its own, closing its connection before the thread ends.
+
+    Left open, it outlives the thread until the garbage collector finds it, and the test
+    database cannot be dropped while it is connected.
+    """
+    try:
+        return _submit(demo, bob, name)
+    finally:
+        connection.close()
+
+
 def test_runs_on_postgresql() -> None:
     assert connection.vendor == "postgresql"
 
@@ -98,7 +110,7 @@ def test_worker_events_reach_a_websocket_through_redis(
         communicator.scope["user"] = bob
         connected, _ = await communicator.connect()
         assert connected
-        await asyncio.to_thread(_submit, demo, bob, "pushed")
+        await asyncio.to_thread(_submit_and_close, demo, bob, "pushed")
         try:
             while True:
                 event = await communicator.receive_json_from(timeout=30)

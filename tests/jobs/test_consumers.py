@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from console.asgi import application
-from jobs.live import broadcast
+from jobs.consumers import WorkspaceEventsConsumer
+from jobs.live import broadcast, workspace_group
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,3 +78,33 @@ def test_cluster_feed_is_for_platform_admins_only(demo, admin, bob, run_async) -
         return as_admin, as_bob
 
     assert run_async(run()) == (True, False)
+
+
+def test_a_browser_gone_before_its_disconnect_arrives_leaves_the_group(demo, bob, run_async):
+    ws = demo.workspaces["workspace_b"]
+    scope = {"type": "websocket", "user": bob, "url_route": {"kwargs": {"workspace_id": ws.pk}}}
+
+    async def run() -> tuple[BaseException | None, dict]:
+        incoming: asyncio.Queue[dict] = asyncio.Queue()
+        await incoming.put({"type": "websocket.connect"})
+        accepted = asyncio.Event()
+
+        async def send(message: dict) -> None:
+            if message["type"] != "websocket.accept":
+                raise ConnectionResetError("the browser has gone")  # what servers raise
+            accepted.set()
+
+        consumer = asyncio.create_task(WorkspaceEventsConsumer.as_asgi()(scope, incoming.get, send))
+        await asyncio.wait_for(accepted.wait(), 5)
+        await database_sync_to_async(broadcast)(
+            workspace_id=ws.pk, quota_id=None, payload={"name": "after-leaving"}
+        )
+        await asyncio.wait([consumer], timeout=5)
+        members = dict(get_channel_layer().groups.get(workspace_group(ws.pk), {}))
+        if not consumer.done():
+            consumer.cancel()
+        return consumer.exception() if consumer.done() else None, members
+
+    error, members = run_async(run())
+    assert members == {}
+    assert error is None

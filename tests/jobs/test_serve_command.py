@@ -17,13 +17,17 @@ from jobs.clock import SimulatedClock, WallClock
 pytestmark = pytest.mark.django_db
 
 
+async def _no_serving(self: uvicorn.Server, sockets: Any = None) -> None:
+    """uvicorn returns at once."""
+
+
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Runner]]:
     """Runners serve started; uvicorn returns at once."""
     runners: list[Runner] = []
     monkeypatch.setattr(Runner, "start", lambda self: runners.append(self))
     monkeypatch.setattr(Runner, "stop", lambda self: None)
-    monkeypatch.setattr(uvicorn.Server, "run", lambda self: None)
+    monkeypatch.setattr(uvicorn.Server, "serve", _no_serving)
     previous = clock.get_clock()
     yield runners
     clock.set_clock(previous)

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from console.demo import seed_demo_service
 from console.runner import Runner
-from console.serving import application
+from console.serving import application, serve
 from console.traffic import DemoTraffic
 from jobs import clock
 from jobs.clock import SimulatedClock, WallClock
@@ -43,7 +43,6 @@ class Command(BaseCommand):
             clock.set_clock(WallClock())
             runner = Runner(speed=1.0)
             self.stdout.write(f"Cluster backend {settings.TIDEPOOL_BACKEND}, wall clock.")
-        runner.start()
         self.stdout.write(f"Serving http://127.0.0.1:{options['port']}/ (Ctrl-C stops).")
         config = uvicorn.Config(
             application(static=settings.DEBUG),
@@ -56,8 +55,10 @@ class Command(BaseCommand):
             log_level="warning",
             access_log=False,
         )
+        self.server = uvicorn.Server(config)
         try:
-            uvicorn.Server(config).run()
+            # The runner starts on the server's loop, so its first push already goes there.
+            serve(self.server, started=runner.start)
         finally:
             runner.stop()
 
