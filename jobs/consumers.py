@@ -40,10 +40,11 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    async def tidepool_event(self, message: dict[str, Any]) -> None:
-        """Relay one event to the browser; a browser found gone leaves the group."""
+    async def tidepool_events(self, message: dict[str, Any]) -> None:
+        """Relay a batch of events to the browser, one frame each; a browser gone leaves."""
         try:
-            await self.send_json(message["payload"])
+            for payload in message["payloads"]:
+                await self.send_json(payload)
         except OSError:
             # The server raises an OSError for a socket that closed before its disconnect
             # reached this consumer (ASGI spec); ending here would leave the channel in the

@@ -100,11 +100,17 @@ def broadcast_many(messages: list[Message]) -> None:
 
 
 async def _send(layer: BaseChannelLayer, messages: list[Message]) -> None:
-    """Each message to each of its groups."""
+    """One channel message per group with that group's payloads, in order.
+
+    A channel holds a bounded number of messages (100 by default) and drops the rest: a
+    cycle's hundreds of events sent one by one would overflow the cluster group's watchers.
+    """
+    batches: dict[str, list[dict[str, Any]]] = {}
     for message in messages:
-        event = {"type": "tidepool.event", "payload": message.payload}
         for group in groups_of(message):
-            await layer.group_send(group, event)
+            batches.setdefault(group, []).append(message.payload)
+    for group, payloads in batches.items():
+        await layer.group_send(group, {"type": "tidepool.events", "payloads": payloads})
 
 
 def _server_loop() -> asyncio.AbstractEventLoop | None:

@@ -12,7 +12,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from console.asgi import application
 from jobs.consumers import WorkspaceEventsConsumer
-from jobs.live import broadcast, workspace_group
+from jobs.live import Message, broadcast, broadcast_many, workspace_group
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -78,6 +78,24 @@ def test_cluster_feed_is_for_platform_admins_only(demo, admin, bob, run_async) -
         return as_admin, as_bob
 
     assert run_async(run()) == (True, False)
+
+
+def test_a_cycle_of_300_events_reaches_the_cluster_feed_whole_and_in_order(
+    demo, admin, run_async
+) -> None:
+    # A channel holds 100 messages; a cycle's events travel as one message per group.
+    ws = demo.workspaces["workspace_b"]
+    sent = [Message(ws.pk, None, {"name": f"job-{i}"}) for i in range(300)]
+
+    async def run() -> list[dict]:
+        connected, feed = await _connect("/ws/cluster/", admin)
+        assert connected
+        await database_sync_to_async(broadcast_many)(sent)
+        received = [await feed.receive_json_from(timeout=5) for _ in range(300)]
+        await feed.disconnect()
+        return received
+
+    assert run_async(run()) == [m.payload for m in sent]
 
 
 def test_a_browser_gone_before_its_disconnect_arrives_leaves_the_group(demo, bob, run_async):

@@ -143,7 +143,7 @@ def test_pushes_sent_while_the_server_is_busy_arrive_in_the_order_sent() -> None
             loop.call_soon_threadsafe(busy.wait, 10)  # busy until both batches are sent
             go.set()
             answered.result(10)
-            received = [on_loop(layer.receive(channel))["payload"]["status"] for _ in range(3)]
+            batches = [on_loop(layer.receive(channel))["payloads"] for _ in range(2)]
     finally:
         go.set()
         busy.set()
@@ -151,4 +151,4 @@ def test_pushes_sent_while_the_server_is_busy_arrive_in_the_order_sent() -> None
         loop.call_soon_threadsafe(loop.stop)
         server.join()
         loop.close()
-    assert received == ["Queued", "Running", "Succeeded"]
+    assert [p["status"] for batch in batches for p in batch] == ["Queued", "Running", "Succeeded"]
