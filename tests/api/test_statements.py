@@ -1,0 +1,171 @@
+"""Reads compiled once (console.statements) answer what the ORM answers, for any values."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.authtoken.models import Token
+
+from console.statements import ROWS, Statement
+from jobs import clock
+from jobs.choices import Kind, Status
+from jobs.models import Workload
+from quotas.models import Quota
+
+pytestmark = pytest.mark.django_db
+
+
+def _seed(demo: Any, bob: Any, carol: Any) -> None:
+    """Jobs in two workspaces and quotas, by two owners."""
+    now = clock.now()
+    places = [
+        (demo.workspaces["workspace_b"], demo.quotas["Quota 1.1"], bob),
+        (demo.workspaces["workspace_c"], demo.quotas["Quota 1.2"], carol),
+    ]
+    Workload.objects.bulk_create(
+        Workload(
+            workspace=ws,
+            quota=quota,
+            owner=owner,
+            name=f"s{i}",
+            kind=Kind.TRAINING,
+            status=(Status.SUCCEEDED, Status.FAILED, Status.QUEUED)[i % 3],
+            gpu=1000,
+            submitted_at=now,
+        )
+        for i in range(30)
+        for ws, quota, owner in [places[i % 2]]
+    )
+
+
+def _jobs(shape: tuple[str, ...], *values: Any) -> Any:
+    """Jobs matching each lookup in `shape` with the value in its place."""
+    lookups = dict(zip(shape, values, strict=True))
+    return Workload.objects.filter(**lookups).order_by("name").values("name", "quota__name")
+
+
+def _orm(shape: tuple[str, ...], *values: Any, low: int = 0, high: int | None = None) -> Any:
+    return list(_jobs(shape, *values)[low:high])
+
+
+QUERIES = [
+    (("workspace__name",), ("workspace_b",)),
+    (("workspace__name",), ("workspace_c",)),
+    (("workspace__name",), ("nowhere",)),
+    (("workspace__name", "status"), ("workspace_c", Status.FAILED)),
+    (("workspace__name", "status"), ("workspace_b", Status.QUEUED)),
+    (("owner__username",), ("carol",)),
+    (("name__icontains",), ("S1",)),  # the value reaches SQL as %S1%: compiled each time
+    (("name__icontains",), ("2",)),
+]
+
+
+def test_rows_match_the_orm_for_every_value_and_slice(demo: Any, bob: Any, carol: Any) -> None:
+    _seed(demo, bob, carol)
+    statement = Statement(_jobs)
+    for shape, values in QUERIES:
+        for low, high in [(0, None), (0, 4), (3, 9), (20, 40)]:
+            got = statement.rows(*values, shape=shape, low=low, high=high)
+            assert got == _orm(shape, *values, low=low, high=high), (shape, values, low, high)
+
+
+def test_a_quota_named_by_digits_or_by_id_finds_its_jobs(demo: Any, bob: Any, carol: Any) -> None:
+    """Digits may reach SQL as text and as a number: both places take the new value."""
+    _seed(demo, bob, carol)
+    named = Quota.objects.filter(name="Quota 1.2").update(name="12")
+    assert named == 1
+
+    def by_quota(shape: tuple[str, ...], quota: str) -> Any:
+        jobs = Workload.objects.filter(quota__name=quota) | Workload.objects.filter(quota_id=quota)
+        return jobs.order_by("name").values("name")
+
+    statement = Statement(by_quota)
+    for quota in ["12", str(demo.quotas["Quota 1.1"].pk), "999", "12"]:
+        expected = list(by_quota((), quota))
+        assert statement.rows(quota, shape=()) == expected, quota
+    assert statement.rows("12", shape=())  # the renamed quota's jobs are found by name
+
+
+def test_a_value_shown_inline_is_compiled_for_each_call(demo: Any, bob: Any, carol: Any) -> None:
+    _seed(demo, bob, carol)
+    statement = Statement(lambda shape, n: Workload.objects.order_by("name").values("name")[:n])
+    assert len(statement.rows(2, shape=())) == 2
+    assert len(statement.rows(5, shape=())) == 5
+
+
+def test_count_counts_the_filtered_rows(demo: Any, bob: Any, carol: Any) -> None:
+    _seed(demo, bob, carol)
+    statement = Statement(lambda shape, ws: _jobs(("workspace__name",), ws).values(n=ROWS))
+    for ws in ["workspace_b", "workspace_c", "nowhere"]:
+        expected = Workload.objects.filter(workspace__name=ws).count()
+        assert statement.rows(ws, shape=()) == [{"n": expected}]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_thread_compiles_on_its_own_connection(demo: Any, bob: Any, carol: Any) -> None:
+    """A second thread (its own connection) reads with its own compile, the same rows."""
+    _seed(demo, bob, carol)
+    statement = Statement(_jobs)
+    shape = ("workspace__name",)
+    mine = statement.rows("workspace_b", shape=shape)
+    theirs: list[Any] = []
+
+    def read() -> None:
+        try:
+            theirs.extend(statement.rows("workspace_b", shape=shape))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    thread.join()
+    assert mine == theirs == _orm(shape, "workspace_b")
+
+
+def test_a_reused_statement_runs_one_query(demo: Any, bob: Any, carol: Any) -> None:
+    _seed(demo, bob, carol)
+    statement = Statement(_jobs)
+    shape = ("workspace__name",)
+    statement.rows("workspace_b", shape=shape)
+    with CaptureQueriesContext(connection) as queries:
+        rows = statement.rows("workspace_c", shape=shape)
+    assert len(queries) == 1
+    assert {r["quota__name"] for r in rows} == {"Quota 1.2"}
+
+
+def test_values_other_than_text_and_numbers_are_refused(demo: Any) -> None:
+    statement = Statement(_jobs)
+    with pytest.raises(TypeError, match="not NoneType"):
+        statement.rows(None, shape=("quota_id",))
+
+
+# Token authentication reads through a statement too.
+
+
+def test_a_token_answers_for_its_user_until_deleted_or_deactivated(api: Any, bob: Any) -> None:
+    client = api(bob)
+    assert client.get("/api/v1/jobs/").status_code == 200
+    bob.is_active = False
+    bob.save(update_fields=["is_active"])
+    refused = client.get("/api/v1/jobs/")
+    assert refused.status_code == 401
+    assert refused.json() == {"detail": "User inactive or deleted."}
+    bob.is_active = True
+    bob.save(update_fields=["is_active"])
+    assert client.get("/api/v1/jobs/").status_code == 200
+    Token.objects.filter(user=bob).delete()
+    refused = client.get("/api/v1/jobs/")
+    assert refused.status_code == 401
+    assert refused.json() == {"detail": "Invalid token."}
+
+
+def test_the_token_user_is_who_the_request_acts_as(api: Any, bob: Any, carol: Any) -> None:
+    """Two users' tokens on one connection: each list shows that user's workspaces only."""
+    for user, workspace in [(bob, "workspace_b"), (carol, "workspace_c"), (bob, "workspace_b")]:
+        response = api(user).get("/api/v1/workspaces/")
+        assert response.status_code == 200
+        assert [w["name"] for w in response.json()["results"]] == [workspace]
