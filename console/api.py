@@ -370,16 +370,23 @@ class WorkspaceScopedViewSet(APIMixin, GenericViewSet):  # type: ignore[type-arg
             return None
         return self.action_permissions.get("*")
 
-    def sees_everything(self) -> bool:
-        """True when get_queryset() leaves the declared queryset whole (a platform admin's list)."""
-        nested = self.parent_kwarg is not None and self.parent_kwarg in self.kwargs
-        return not nested and is_platform_admin(self.request.user)
+    def visible_workspaces(self) -> list[int] | None:
+        """Ids of the workspaces the user may view, read now; None for every one (admins).
+
+        For a list that filters by ids rather than by restrict()'s subquery.
+        """
+        if is_platform_admin(self.request.user):
+            return None
+        return list(self._visible().values_list("pk", flat=True))
+
+    def _visible(self) -> QuerySet[Workspace]:
+        return workspaces_for_user(self.request.user, VIEW)
 
     def restrict(self, queryset: QuerySet[Any], path: str) -> QuerySet[Any]:
         """Only rows of workspaces the user may view (platform admins view every one)."""
         if is_platform_admin(self.request.user):
             return queryset
-        visible = workspaces_for_user(self.request.user, VIEW)
+        visible = self._visible()
         if not path:
             return queryset.filter(pk__in=visible.values("pk"))
         return queryset.filter(**{f"{path}__in": visible.values("pk")})

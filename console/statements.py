@@ -23,6 +23,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Func, IntegerField, QuerySet
@@ -135,7 +136,10 @@ class Statement:
         if key in made:
             compiled: _Compiled | None = made[key]
             return compiled
-        compiler, sql, params = _sql(self.build(shape, *values), connection)
+        try:
+            compiler, sql, params = _sql(self.build(shape, *values), connection)
+        except EmptyResultSet:  # these values match nothing (an empty IN): Django's own answer
+            return None
         stand_ins = [_stand_in(i, v) for i, v in enumerate(values)]
         try:
             _, stand_in_sql, stand_in_params = _sql(self.build(shape, *stand_ins), connection)

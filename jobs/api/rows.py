@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -24,6 +24,7 @@ from console.statements import Statement
 from jobs.models import Pod, Workload, WorkloadEvent
 
 Convert = Callable[[Any], Any]
+_ZERO = timedelta(0)
 # Values that come straight out of the database as the JSON shows them.
 _SAME: tuple[type[f.Field], ...] = (f.CharField, f.ChoiceField)  # type: ignore[type-arg]
 
@@ -41,9 +42,12 @@ class _Datetimes:
 
     def __init__(self) -> None:
         self.zone = f.DateTimeField().default_timezone()
+        # Shown in UTC (a zone fixed at offset 0), a value stored in UTC shows as it is.
+        self.utc = self.zone is not None and self.zone.utcoffset(None) == _ZERO
 
     def __call__(self, value: datetime) -> str:
-        if self.zone is not None and value.tzinfo is not None:
+        shown_as_is = self.utc and value.utcoffset() == _ZERO
+        if self.zone is not None and value.tzinfo is not None and not shown_as_is:
             value = value.astimezone(self.zone)
         text = value.isoformat()
         return text[:-6] + "Z" if text.endswith("+00:00") else text

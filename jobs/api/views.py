@@ -59,25 +59,32 @@ class _Page:
         return self.rows(index.start or 0, index.stop)
 
 
-def _filtered(shape: tuple[Any, ...], *values: str) -> QuerySet[Any]:
-    """Rows of the viewset's kind matching its filters (``shape``: viewset, parameters)."""
-    viewset, params = shape[:2]
+def _filtered(shape: tuple[Any, ...], *values: Any) -> QuerySet[Any]:
+    """Rows of the viewset's kind matching its filters, in the workspaces given by id.
+
+    ``shape``: the viewset, the filter parameters given (their values first), and how many
+    workspace ids follow them (None: every workspace).
+    """
+    viewset, params, workspaces = shape[:3]
     queryset = viewset.queryset.filter(kind=viewset.kind)
-    given = dict(zip(params, values, strict=True))
+    if workspaces is not None:
+        ids = values[len(params) :]
+        queryset = queryset.filter(**{f"{viewset.workspace_path}__in": ids})
+    given = dict(zip(params, values[: len(params)], strict=True))
     return FieldFilterBackend.apply(queryset, viewset.filter_fields, given)
 
 
-def _listed(shape: tuple[Any, ...], *values: str) -> QuerySet[Any]:
-    """The filtered rows' values (``shape``: viewset, parameters, the keys shown)."""
-    return _filtered(shape, *values).values(*shape[2])
+def _listed(shape: tuple[Any, ...], *values: Any) -> QuerySet[Any]:
+    """The filtered rows' values (``shape``: as _filtered's, then the keys shown)."""
+    return _filtered(shape, *values).values(*shape[3])
 
 
-def _counted(shape: tuple[Any, ...], *values: str) -> QuerySet[Any]:
+def _counted(shape: tuple[Any, ...], *values: Any) -> QuerySet[Any]:
     """How many rows pass the filters, as one row ``{"n": …}``."""
     return _filtered(shape, *values).order_by().values(n=ROWS)
 
 
-# A platform admin's list pages and counts: compiled once per set of filters given.
+# List pages and their counts, compiled once per set of filters and number of workspaces.
 _LISTED = Statement(_listed)
 _COUNTED = Statement(_counted)
 
@@ -156,20 +163,18 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         filtered rows alone, without the joins that fetch names.
         """
         shown = self.get_serializer_class()
-        keys = tuple(row_keys(shown))
-        if self.sees_everything():
-            # Restricted by nothing: the SQL is made once per set of filters given.
-            given = FieldFilterBackend.given(request, self.filter_fields)
-            shape = (type(self), tuple(given), keys)
-            values = tuple(given.values())
-            page = _Page(
-                lambda low, high: _LISTED.rows(*values, shape=shape, low=low, high=high),
-                lambda: int(_COUNTED.rows(*values, shape=shape[:2])[0]["n"]),
-            )
+        visible = self.visible_workspaces()
+        given = FieldFilterBackend.given(request, self.filter_fields)
+        values = (*given.values(), *(visible or ()))
+        shape = (type(self), tuple(given), None if visible is None else len(visible))
+        listed = (*shape, tuple(row_keys(shown)))
+        if visible == []:  # no workspace in sight: nothing to read
+            page = _Page(lambda low, high: [], lambda: 0)
         else:
-            scoped = WorkspaceScopedViewSet.get_queryset(self).filter(kind=self.kind)
-            filtered = self.filter_queryset(scoped)
-            page = _Page(lambda low, high: list(filtered.values(*keys)[low:high]), filtered.count)
+            page = _Page(
+                lambda low, high: _LISTED.rows(*values, shape=listed, low=low, high=high),
+                lambda: int(_COUNTED.rows(*values, shape=shape)[0]["n"]),
+            )
         rows = self.paginate_queryset(cast(Any, page))
         if rows is None:
             rows = page.rows(0, None)

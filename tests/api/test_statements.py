@@ -169,3 +169,45 @@ def test_the_token_user_is_who_the_request_acts_as(api: Any, bob: Any, carol: An
         response = api(user).get("/api/v1/workspaces/")
         assert response.status_code == 200
         assert [w["name"] for w in response.json()["results"]] == [workspace]
+
+
+# The workload lists read through statements, restricted to the user's workspaces by id.
+
+LIST_FILTERS = ["", "?workspace=workspace_b", "?workspace=workspace_c", "?owner=carol&page=2"]
+
+
+@pytest.mark.parametrize("query", LIST_FILTERS, ids=LIST_FILTERS)
+@pytest.mark.parametrize("who", ["admin", "bob", "carol"])
+def test_a_list_shows_exactly_the_jobs_of_the_users_workspaces(
+    api: Any, demo: Any, admin: Any, bob: Any, carol: Any, who: str, query: str
+) -> None:
+    _seed(demo, bob, carol)
+    user = {"admin": admin, "bob": bob, "carol": carol}[who]
+    seen = {"admin": None, "bob": {"workspace_b"}, "carol": {"workspace_c"}}[who]
+    response = api(user).get(f"/api/v1/jobs/{query}&page_size=4".replace("/&", "/?"))
+    assert response.status_code in (200, 404)
+    params = dict(p.split("=") for p in query.lstrip("?").split("&") if p)
+    jobs = Workload.objects.filter(kind=Kind.TRAINING).order_by("-submitted_at", "-id")
+    if seen is not None:
+        jobs = jobs.filter(workspace__name__in=seen)
+    if "workspace" in params:
+        jobs = jobs.filter(workspace__name=params["workspace"])
+    if "owner" in params:
+        jobs = jobs.filter(owner__username=params["owner"])
+    page = int(params.get("page", 1))
+    expected = [j.name for j in jobs[(page - 1) * 4 : page * 4]]
+    if response.status_code == 404:  # a page past the end
+        assert expected == []
+        return
+    assert response.json()["count"] == jobs.count()
+    assert [j["name"] for j in response.json()["results"]] == expected
+
+
+def test_a_user_in_no_workspace_lists_nothing(api: Any, demo: Any, bob: Any, carol: Any) -> None:
+    from django.contrib.auth import get_user_model
+
+    _seed(demo, bob, carol)
+    dave = get_user_model().objects.create_user("dave", password="x")
+    response = api(dave).get("/api/v1/jobs/?workspace=workspace_b")
+    assert response.status_code == 200
+    assert response.json() == {"count": 0, "next": None, "previous": None, "results": []}
