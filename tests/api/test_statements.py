@@ -99,7 +99,9 @@ def test_a_value_shown_inline_is_compiled_for_each_call(demo: Any, bob: Any, car
 
 def test_count_counts_the_filtered_rows(demo: Any, bob: Any, carol: Any) -> None:
     _seed(demo, bob, carol)
-    statement = Statement(lambda shape, ws: _jobs(("workspace__name",), ws).values(n=ROWS))
+    statement = Statement(
+        lambda shape, ws: _jobs(("workspace__name",), ws).order_by().values(n=ROWS)
+    )
     for ws in ["workspace_b", "workspace_c", "nowhere"]:
         expected = Workload.objects.filter(workspace__name=ws).count()
         assert statement.rows(ws, shape=()) == [{"n": expected}]
