@@ -43,7 +43,12 @@ from console.units import gpus_to_milli, milli_to_gpus
 from quotas.services.quotas import StaleVersion
 from workspaces.models import Workspace
 from workspaces.roles import VIEW
-from workspaces.selectors import WorkspaceAccess, user_has_workspace_perm, workspaces_for_user
+from workspaces.selectors import (
+    WorkspaceAccess,
+    user_has_workspace_perm,
+    visible_workspace_ids,
+    workspaces_for_user,
+)
 
 NON_FIELD = "non_field_errors"
 
@@ -371,22 +376,17 @@ class WorkspaceScopedViewSet(APIMixin, GenericViewSet):  # type: ignore[type-arg
         return self.action_permissions.get("*")
 
     def visible_workspaces(self) -> list[int] | None:
-        """Ids of the workspaces the user may view, read now; None for every one (admins).
+        """Ids of the workspaces restrict() shows rows of, read now; None for every one.
 
         For a list that filters by ids rather than by restrict()'s subquery.
         """
-        if is_platform_admin(self.request.user):
-            return None
-        return list(self._visible().values_list("pk", flat=True))
-
-    def _visible(self) -> QuerySet[Workspace]:
-        return workspaces_for_user(self.request.user, VIEW)
+        return visible_workspace_ids(self.request.user)
 
     def restrict(self, queryset: QuerySet[Any], path: str) -> QuerySet[Any]:
         """Only rows of workspaces the user may view (platform admins view every one)."""
         if is_platform_admin(self.request.user):
             return queryset
-        visible = self._visible()
+        visible = workspaces_for_user(self.request.user, VIEW)
         if not path:
             return queryset.filter(pk__in=visible.values("pk"))
         return queryset.filter(**{f"{path}__in": visible.values("pk")})
