@@ -213,3 +213,39 @@ def test_a_user_in_no_workspace_lists_nothing(api: Any, demo: Any, bob: Any, car
     response = api(dave).get("/api/v1/jobs/?workspace=workspace_b")
     assert response.status_code == 200
     assert response.json() == {"count": 0, "next": None, "previous": None, "results": []}
+
+
+@pytest.mark.parametrize("grant", ["none", "own", "group", "both", "superuser", "inactive"])
+def test_global_permissions_are_those_django_reads(demo: Any, grant: str) -> None:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.backends import ModelBackend
+    from django.contrib.auth.models import Group
+    from guardian.shortcuts import assign_perm
+
+    from console.auth import CompiledModelBackend
+    from console.permissions import PLATFORM_ADMIN_PERM
+
+    users = get_user_model().objects
+    dave = users.create_user("dave", is_superuser=grant == "superuser")
+    dave.is_active = grant != "inactive"
+    dave.save()
+    if grant in {"own", "both", "inactive"}:
+        assign_perm(PLATFORM_ADMIN_PERM, dave)
+    if grant in {"group", "both"}:
+        team = Group.objects.create(name="team")
+        team.user_set.add(dave)
+        assign_perm("workspaces.view_workspace", team)
+    for _ in range(2):  # the second read reuses the compiled statements
+        compiled = CompiledModelBackend().get_all_permissions(users.get(pk=dave.pk))
+        assert compiled == ModelBackend().get_all_permissions(users.get(pk=dave.pk))
+    expected = {
+        "none": set(),
+        "own": {PLATFORM_ADMIN_PERM},
+        "group": {"workspaces.view_workspace"},
+        "both": {PLATFORM_ADMIN_PERM, "workspaces.view_workspace"},
+        "inactive": set(),
+    }
+    if grant in expected:
+        assert compiled == expected[grant]
+    else:
+        assert PLATFORM_ADMIN_PERM in compiled and "workspaces.view_workspace" in compiled
