@@ -19,6 +19,7 @@ database or the request may end up in the SQL.
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,8 @@ from django.db.models.sql.compiler import SQLCompiler
 ROWS = Func(template="COUNT(*)", output_field=IntegerField())
 
 _FIRST_STAND_IN = 7_317_731_773_177_000
+# Shapes kept per statement and connection (a list's filters, a page's number of rows…).
+KEPT = 256
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ class Statement:
 
     def __init__(self, build: Callable[..., QuerySet[Any]]) -> None:
         self.build = build
-        self._compiled: weakref.WeakKeyDictionary[BaseDatabaseWrapper, dict[Hashable, Any]] = (
+        self._compiled: weakref.WeakKeyDictionary[BaseDatabaseWrapper, OrderedDict[Any, Any]] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -131,11 +134,14 @@ class Statement:
 
         None when the SQL cannot be reused with other values: the call compiles each time.
         """
-        made = self._compiled.setdefault(connection, {})
+        made = self._compiled.setdefault(connection, OrderedDict())
         key = (shape, tuple(map(_kind, values)))
         if key in made:
+            made.move_to_end(key)
             compiled: _Compiled | None = made[key]
             return compiled
+        if len(made) >= KEPT:  # the least recently used shape goes
+            made.popitem(last=False)
         try:
             compiler, sql, params = _sql(self.build(shape, *values), connection)
         except EmptyResultSet:  # these values match nothing (an empty IN): Django's own answer

@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 
@@ -137,6 +137,22 @@ def test_a_reused_statement_runs_one_query(demo: Any, bob: Any, carol: Any) -> N
         rows = statement.rows("workspace_c", shape=shape)
     assert len(queries) == 1
     assert {r["quota__name"] for r in rows} == {"Quota 1.2"}
+
+
+def test_a_statement_keeps_the_shapes_last_used(
+    demo: Any, bob: Any, carol: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory stays bounded however many shapes come; a dropped one is compiled again."""
+    from console import statements
+
+    _seed(demo, bob, carol)
+    monkeypatch.setattr(statements, "KEPT", 2)
+    statement = Statement(_jobs)
+    for _ in range(2):
+        for shape, values in QUERIES[:6]:
+            assert statement.rows(*values, shape=shape) == _orm(shape, *values)
+    kept = statement._compiled[connections["default"]]
+    assert [shape for shape, _ in kept] == [("workspace__name", "status"), ("owner__username",)]
 
 
 def test_values_other_than_text_and_numbers_are_refused(demo: Any) -> None:
