@@ -47,7 +47,8 @@ class _Compiled:
     slots: tuple[tuple[int, bool] | None, ...]  # (value index, as int) per parameter
     constants: tuple[Any, ...]
     names: tuple[str, ...]
-    compiler: SQLCompiler  # for its converters (dates, booleans), on this connection
+    compiler: SQLCompiler  # converts values (dates, booleans) on this connection
+    converters: dict[int, Any]  # the compiler's, per column, as results_iter finds them
 
     def params(self, values: Sequence[Any]) -> list[Any]:
         """The parameters with `values` in their slots."""
@@ -122,10 +123,11 @@ class Statement:
             sql = f"{sql} {connection.ops.limit_offset_sql(low, high)}"
         with connection.cursor() as cursor:
             cursor.execute(sql, compiled.params(values))
-            fetched = cursor.fetchall()
+            fetched: Any = cursor.fetchall()
         names = compiled.names
-        converted = compiled.compiler.results_iter([fetched])
-        return [dict(zip(names, row, strict=True)) for row in converted]
+        if compiled.converters:
+            fetched = compiled.compiler.apply_converters(fetched, compiled.converters)
+        return [dict(zip(names, row, strict=True)) for row in fetched]
 
     def _compile(
         self, connection: BaseDatabaseWrapper, shape: Hashable, values: Sequence[Any]
@@ -153,12 +155,17 @@ class Statement:
             made[key] = None
             return None
         query = compiler.query
+        columns = [column for column, _, _ in compiler.select[: compiler.col_count]]
+        if compiler.has_composite_fields(columns):  # results_iter's other step: not here
+            made[key] = None
+            return None
         compiled = _Compiled(
             sql=stand_in_sql,
             slots=tuple(_slot(p, stand_ins) for p in stand_in_params),
             constants=tuple(stand_in_params),
             names=(*query.extra_select, *query.values_select, *query.annotation_select),
             compiler=compiler,
+            converters=compiler.get_converters(columns),
         )
         if stand_in_sql != sql or not _same(compiled.params(values), params):
             compiled = None
