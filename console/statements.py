@@ -58,11 +58,16 @@ class _Compiled:
         ]
 
 
+def _numeric(text: str) -> bool:
+    """Text that a query may take as a number: digits that fit in 64 bits (a pk, is_id)."""
+    return text.isdigit() and len(text) <= 18
+
+
 def _kind(value: Any) -> tuple[type, bool]:
-    """What about a value may shape the SQL: its type, and for text whether it is digits."""
+    """What about a value may shape the SQL: its type, and for text whether it is numeric."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise TypeError(f"a statement takes text and whole numbers, not {type(value).__name__}")
-    return type(value), isinstance(value, str) and value.isdigit()
+    return type(value), isinstance(value, str) and _numeric(value)
 
 
 def _stand_in(index: int, value: Any) -> Any:
@@ -70,7 +75,7 @@ def _stand_in(index: int, value: Any) -> Any:
     number = _FIRST_STAND_IN + index
     if isinstance(value, int):
         return number
-    return str(number) if value.isdigit() else f"\x00stand-in {number}\x00"
+    return str(number) if _numeric(value) else f"\x00stand-in {number}\x00"
 
 
 def _slot(param: Any, stand_ins: Sequence[Any]) -> tuple[int, bool] | None:
@@ -116,13 +121,17 @@ class Statement:
         """The rows of ``build(shape, *values)[low:high]`` as values() gives them."""
         connection = connections[using]
         compiled = self._compile(connection, shape, values)
-        if compiled is None:
+        try:
+            params = None if compiled is None else compiled.params(values)
+        except ValueError:  # digits int() refuses (²): the query's own refusal
+            params = None
+        if compiled is None or params is None:
             return list(self.build(shape, *values)[low:high])
         sql = compiled.sql
         if low or high is not None:
             sql = f"{sql} {connection.ops.limit_offset_sql(low, high)}"
         with connection.cursor() as cursor:
-            cursor.execute(sql, compiled.params(values))
+            cursor.execute(sql, params)
             fetched: Any = cursor.fetchall()
         names = compiled.names
         if compiled.converters:

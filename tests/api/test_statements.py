@@ -265,3 +265,29 @@ def test_global_permissions_are_those_django_reads(demo: Any, grant: str) -> Non
         assert compiled == expected[grant]
     else:
         assert PLATFORM_ADMIN_PERM in compiled and "workspaces.view_workspace" in compiled
+
+
+@pytest.mark.parametrize(
+    ("quota", "status", "found"),
+    [
+        ("12345678901234567890", 200, False),  # digits past 64 bits: only a name can match
+        ("²", 400, False),  # a digit int() refuses
+        ("٢", 200, True),  # an Arabic-Indic digit is the quota id 2 (as the ORM reads it)
+    ],
+    ids=["20 digits", "superscript", "arabic digit"],
+)
+def test_a_quota_filter_of_odd_digits_answers_as_the_orm(
+    api: Any, demo: Any, admin: Any, bob: Any, carol: Any, quota: str, status: int, found: bool
+) -> None:
+    """After an id has compiled the quota filter's statement, odd digits still answer right."""
+    _seed(demo, bob, carol)
+    client = api(admin)
+    assert client.get("/api/v1/jobs/?quota=1").status_code == 200
+    response = client.get("/api/v1/jobs/", {"quota": quota})
+    assert response.status_code == status
+    if status == 400:
+        assert response.json() == {"quota": [f"{quota!r} is not valid here."]}
+    else:
+        expected = Workload.objects.filter(quota_id=2).count() if found else 0
+        assert expected or not found
+        assert response.json()["count"] == expected
