@@ -229,6 +229,20 @@ def test_a_user_in_no_workspace_lists_nothing(api: Any, demo: Any, bob: Any, car
     response = api(dave).get("/api/v1/jobs/?workspace=workspace_b")
     assert response.status_code == 200
     assert response.json() == {"count": 0, "next": None, "previous": None, "results": []}
+    refused = api(dave).get("/api/v1/jobs/", {"quota": "²"})
+    assert refused.status_code == 400
+    assert refused.json() == {"quota": ["'²' is not valid here."]}
+
+
+@pytest.mark.parametrize("who", ["admin", "bob"])
+def test_a_refused_filter_answers_before_a_bad_page(
+    api: Any, admin: Any, bob: Any, who: str
+) -> None:
+    client = api(admin if who == "admin" else bob)
+    assert client.get("/api/v1/jobs/?quota=1").status_code == 200  # compiles the quota filter
+    response = client.get("/api/v1/jobs/", {"quota": "²", "page": "x"})
+    assert response.status_code == 400
+    assert response.json() == {"quota": ["'²' is not valid here."]}
 
 
 @pytest.mark.parametrize("grant", ["none", "own", "group", "both", "superuser", "inactive"])
