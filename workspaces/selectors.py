@@ -31,6 +31,49 @@ def workspaces_for_user(user: Any, perm: str = VIEW) -> QuerySet[Workspace]:
     return get_objects_for_user(user, perm, klass=Workspace, accept_global_perms=True)
 
 
+def visible_workspace_ids(user: Any) -> list[int] | None:
+    """The ids ``workspaces_for_user(user, VIEW)`` lists, by id; None when it lists them all.
+
+    One hand-written query (like ``WorkspaceAccess``'s): guardian's queryset, built and
+    compiled by the ORM with its two content-type reads, cost a list request more CPU than
+    the database spends answering it.
+    """
+    if is_platform_admin(user):
+        return None
+    if not user.is_authenticated:
+        return []
+    if user.has_perm(VIEW):  # granted globally: get_objects_for_user accepts it
+        return None
+    kind = ContentType.objects.get_for_model(Workspace)  # cached by Django
+    codename = VIEW.split(".", 1)[1]
+    with connection.cursor() as cursor:
+        cursor.execute(_visible_sql(), [kind.pk, codename, user.pk] * 2)
+        return [pk for (pk,) in cursor.fetchall()]
+
+
+def _visible_sql() -> str:
+    """Workspaces on which a permission is granted to a user, directly or through a group.
+
+    As guardian's get_objects_for_user filters: the permission by content type and codename,
+    the object by its pk as text. Parameters: content type, codename, user, twice.
+    """
+    workspaces = Workspace._meta.db_table
+    direct = UserObjectPermission._meta.db_table
+    grouped = GroupObjectPermission._meta.db_table
+    permission = Permission._meta.db_table
+    members = get_user_model().groups.through._meta.db_table
+    return (
+        f"SELECT w.id FROM {workspaces} w WHERE CAST(w.id AS text) IN ("
+        f"SELECT o.object_pk FROM {direct} o JOIN {permission} p ON p.id = o.permission_id"
+        " WHERE p.content_type_id = %s AND p.codename = %s AND o.user_id = %s"
+        f" UNION SELECT o.object_pk FROM {grouped} o JOIN {permission} p"
+        " ON p.id = o.permission_id"
+        f" JOIN {members} m ON m.group_id = o.group_id"
+        " WHERE p.content_type_id = %s AND p.codename = %s AND m.user_id = %s)"
+        " ORDER BY w.id"
+    )
+
+
 def user_has_workspace_perm(user: Any, perm: str, workspace: Workspace) -> bool:
     """True when the user holds `perm` on the workspace; platform admins hold every one."""
     return WorkspaceAccess(user).has_perm(perm, workspace)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -20,9 +20,11 @@ from rest_framework import fields as f
 from rest_framework.settings import api_settings
 
 from console.api import GPUField
+from console.statements import Statement
 from jobs.models import Pod, Workload, WorkloadEvent
 
 Convert = Callable[[Any], Any]
+_ZERO = timedelta(0)
 # Values that come straight out of the database as the JSON shows them.
 _SAME: tuple[type[f.Field], ...] = (f.CharField, f.ChoiceField)  # type: ignore[type-arg]
 
@@ -40,9 +42,12 @@ class _Datetimes:
 
     def __init__(self) -> None:
         self.zone = f.DateTimeField().default_timezone()
+        # Shown in UTC (a zone fixed at offset 0), a value stored in UTC shows as it is.
+        self.utc = self.zone is not None and self.zone.utcoffset(None) == _ZERO
 
     def __call__(self, value: datetime) -> str:
-        if self.zone is not None and value.tzinfo is not None:
+        shown_as_is = self.utc and value.utcoffset() == _ZERO
+        if self.zone is not None and value.tzinfo is not None and not shown_as_is:
             value = value.astimezone(self.zone)
         text = value.isoformat()
         return text[:-6] + "Z" if text.endswith("+00:00") else text
@@ -76,6 +81,7 @@ def _converter(field: f.Field) -> Convert | None:  # type: ignore[type-arg]
 
 
 Plan = tuple[tuple[str, str, Convert | None], ...]
+_POOL_KEYS = ("workload_id", "nodepool__name")
 
 
 @cache
@@ -118,6 +124,16 @@ def _build(plan: Plan, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _belonging(shape: tuple[Any, ...], *ids: int) -> Any:
+    """values(*keys) of `model`'s rows belonging to the workloads `ids`, in `order`."""
+    model, keys, order = shape
+    return model.objects.filter(workload_id__in=ids).order_by(*order).values(*keys)
+
+
+# A page's pools, pods and events (the SQL is made once per number of workloads).
+_BELONGING = Statement(_belonging)
+
+
 def _nested(
     model: Any,
     ids: list[int],
@@ -126,9 +142,9 @@ def _nested(
     extra: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[int, list[dict[str, Any]]]:
     """Rows of `model` belonging to the workloads `ids`, shown by `plan`, per workload."""
-    keys = sorted({key for _, key, _ in plan if key[0] != "="} | {"workload_id"})
+    keys = tuple(sorted({key for _, key, _ in plan if key[0] != "="} | {"workload_id"}))
     nested: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for row in model.objects.filter(workload_id__in=ids).order_by(*order).values(*keys):
+    for row in _BELONGING.rows(*ids, shape=(model, keys, order)):
         if extra is not None:
             extra(row)
         nested[row["workload_id"]].append(_build(plan, row))
@@ -171,13 +187,9 @@ def build_workloads(
     plan = _plan(serializer_class, _computed(event_serializer_class is not None), datetimes)
 
     pools: dict[int, list[str]] = defaultdict(list)
-    through = Workload.node_pools.through
-    for workload_id, pool in (
-        through.objects.filter(workload_id__in=ids)
-        .order_by("nodepool__name")
-        .values_list("workload_id", "nodepool__name")
-    ):
-        pools[workload_id].append(pool)
+    shape = (Workload.node_pools.through, _POOL_KEYS, ("nodepool__name",))
+    for pool in _BELONGING.rows(*ids, shape=shape):
+        pools[pool["workload_id"]].append(pool["nodepool__name"])
 
     pod_plan = _plan(pod_serializer_class, ("name",), datetimes)
     pods = _nested(Pod, ids, pod_plan, ("index", "attempt"), _pod_name)

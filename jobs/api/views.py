@@ -7,6 +7,7 @@ permission on the workload's workspace (developers, operators, workspace admins)
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any, ClassVar, cast
 
 from django.db import transaction
@@ -18,7 +19,8 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console.api import ClusterViewSet, WorkspaceScopedViewSet, is_id
+from console.api import ClusterViewSet, FieldFilterBackend, WorkspaceScopedViewSet, is_id
+from console.statements import ROWS, Statement
 from jobs import clock
 from jobs.api import serializers as s
 from jobs.api.rows import build_workloads, row_keys, workload_rows
@@ -38,20 +40,51 @@ from workspaces.selectors import WorkspaceAccess
 PODS = Prefetch("pods", queryset=Pod.objects.select_related("node").order_by("index", "attempt"))
 
 
-class _Counted:
-    """Rows to paginate whose count is that of a narrower queryset (the same rows, no joins)."""
+class _Page:
+    """A list's count and, when the paginator asks, a slice of its rows."""
 
-    def __init__(self, rows: QuerySet[Any], counted: QuerySet[Any]) -> None:
+    ordered = True
+
+    def __init__(self, rows: Callable[[int, int | None], list[dict[str, Any]]], count: int) -> None:
         self.rows = rows
-        self.counted = counted
-        self.ordered = rows.ordered
+        self._count = count
 
     def count(self) -> int:
-        """How many rows there are."""
-        return self.counted.count()
+        """How many rows there are (the paginator asks a method with no arguments)."""
+        return self._count
 
-    def __getitem__(self, index: Any) -> Any:
-        return self.rows[index]
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]:
+        return self.rows(index.start or 0, index.stop)
+
+
+def _filtered(shape: tuple[Any, ...], *values: Any) -> QuerySet[Any]:
+    """Rows of the viewset's kind matching its filters, in the workspaces given by id.
+
+    ``shape``: the viewset, the filter parameters given (their values first), and how many
+    workspace ids follow them (None: every workspace).
+    """
+    viewset, params, workspaces = shape[:3]
+    queryset = viewset.queryset.filter(kind=viewset.kind)
+    if workspaces is not None:
+        ids = values[len(params) :]
+        queryset = queryset.filter(**{f"{viewset.workspace_path}__in": ids})
+    given = dict(zip(params, values[: len(params)], strict=True))
+    return FieldFilterBackend.apply(queryset, viewset.filter_fields, given)
+
+
+def _listed(shape: tuple[Any, ...], *values: Any) -> QuerySet[Any]:
+    """The filtered rows' values (``shape``: as _filtered's, then the keys shown)."""
+    return _filtered(shape, *values).values(*shape[3])
+
+
+def _counted(shape: tuple[Any, ...], *values: Any) -> QuerySet[Any]:
+    """How many rows pass the filters, as one row ``{"n": …}``."""
+    return _filtered(shape, *values).order_by().values(n=ROWS)
+
+
+# List pages and their counts, compiled once per set of filters and number of workspaces.
+_LISTED = Statement(_listed)
+_COUNTED = Statement(_counted)
 
 
 class _Submitted:
@@ -128,14 +161,24 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         filtered rows alone, without the joins that fetch names.
         """
         shown = self.get_serializer_class()
-        scoped = WorkspaceScopedViewSet.get_queryset(self).filter(kind=self.kind)
-        filtered = self.filter_queryset(scoped)
-        values = _Counted(filtered.values(*row_keys(shown)), filtered)
-        page: Any = self.paginate_queryset(cast(Any, values))
-        rows = build_workloads(list(values.rows if page is None else page), shown, s.PodSerializer)
-        if page is None:
-            return Response(rows)
-        return self.get_paginated_response(rows)
+        visible = self.visible_workspaces()
+        given = FieldFilterBackend.given(request, self.filter_fields)
+        values = (*given.values(), *(visible or ()))
+        shape = (type(self), tuple(given), None if visible is None else len(visible))
+        listed = (*shape, tuple(row_keys(shown)))
+        # Counted first: a filter the query refuses answers 400 before the page is checked.
+        if visible == []:  # no workspace in sight: nothing to read, the filters still checked
+            _filtered(shape, *values)
+            page = _Page(lambda low, high: [], 0)
+        else:
+            page = _Page(
+                lambda low, high: _LISTED.rows(*values, shape=listed, low=low, high=high),
+                int(_COUNTED.rows(*values, shape=shape)[0]["n"]),
+            )
+        rows = self.paginate_queryset(cast(Any, page))
+        if rows is None:
+            rows = page.rows(0, None)
+        return self.get_paginated_response(build_workloads(rows, shown, s.PodSerializer))
 
     def get_serializer_class(self) -> Any:
         """The list shows pods; a single workload also shows its events."""

@@ -13,7 +13,13 @@ from console.errors import DomainError
 from workspaces.choices import Role
 from workspaces.models import Membership, ResourceUsageRule
 from workspaces.roles import MANAGE, SUBMIT, VIEW
-from workspaces.selectors import WorkspaceAccess, strictest, usable_quotas, workspaces_for_user
+from workspaces.selectors import (
+    WorkspaceAccess,
+    strictest,
+    usable_quotas,
+    visible_workspace_ids,
+    workspaces_for_user,
+)
 from workspaces.services import (
     UsageRuleInput,
     resource_usage_rules_save,
@@ -206,6 +212,44 @@ def test_usable_quotas_ignore_other_workspaces_and_unbound(demo: Demo, bob) -> N
     ws = demo.workspaces["workspace_b"]
     workspace_quota_bind(workspace=ws, quota=demo.quotas["Quota 1.2"])
     assert [u.quota.name for u in usable_quotas(bob, ws)] == ["Quota 1.1"]
+
+
+@pytest.mark.parametrize(
+    "grant",
+    ["none", "direct", "submit_only", "group", "both", "global", "superuser", "inactive"],
+)
+def test_visible_workspace_ids_are_those_guardian_lists(demo: Demo, dave, grant: str) -> None:
+    """The list's one-query read of the workspaces a user sees, against get_objects_for_user."""
+    ws, other = demo.workspaces["workspace_b"], demo.workspaces["workspace_c"]
+    if grant in {"direct", "both", "inactive"}:
+        assign_perm(VIEW, dave, ws)
+    if grant == "submit_only":
+        assign_perm(SUBMIT, dave, other)
+    if grant in {"group", "both"}:
+        team = Group.objects.create(name="team")
+        team.user_set.add(dave)
+        assign_perm(VIEW, team, other)
+        assign_perm(VIEW, team, ws)
+    if grant == "global":
+        assign_perm(VIEW, dave)
+    dave.is_active = grant != "inactive"
+    dave.is_superuser = grant == "superuser"
+    dave.save()
+    dave = get_user_model().objects.get(pk=dave.pk)  # no permissions cached
+    listed = sorted(workspaces_for_user(dave).values_list("pk", flat=True))
+    ids = visible_workspace_ids(dave)
+    assert (sorted(w.pk for w in demo.workspaces.values()) if ids is None else ids) == listed
+    expected = {
+        "none": set(),
+        "direct": {ws.pk},
+        "submit_only": set(),
+        "group": {ws.pk, other.pk},
+        "both": {ws.pk, other.pk},
+        "global": {w.pk for w in demo.workspaces.values()},
+        "superuser": {w.pk for w in demo.workspaces.values()},
+        "inactive": {ws.pk},
+    }[grant]
+    assert set(listed) == expected
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,182 @@
+"""Reads compiled to SQL once per database connection, then run again with other values.
+
+Django builds and compiles a query's SQL on every call; for a page of the API that costs
+more CPU than the database spends answering it (a list page of 50 compiled five queries in
+about 1.3 ms and ran them in 0.3 ms). A ``Statement`` compiles its query the first time on
+each connection and afterwards only fills in the values.
+
+The first compile is checked: the query is built once with the real values and once with
+stand-ins, and the stand-ins' SQL with the real values put in their places must be exactly
+the real SQL and parameters; a query that does not pass (a value shown inline, or changed
+on its way to the database) is compiled on every call, as Django would.
+
+``build(shape, *values)`` returns a values() queryset and must be a pure function of its
+arguments: what shapes the query (the filters given, the number of ids) comes in the
+hashable ``shape``, the values to look for as ``values``, and nothing it reads from the
+database or the request may end up in the SQL.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import EmptyResultSet
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Func, IntegerField, QuerySet
+from django.db.models.sql.compiler import SQLCompiler
+
+# Every row of a filtered set as one group, as QuerySet.count() counts them (a Count would
+# make values() group by every column).
+ROWS = Func(template="COUNT(*)", output_field=IntegerField())
+
+_FIRST_STAND_IN = 7_317_731_773_177_000
+# Shapes kept per statement and connection (a list's filters, a page's number of rows…).
+KEPT = 256
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """SQL whose parameters are the call's values (by index) or constants."""
+
+    sql: str
+    slots: tuple[tuple[int, bool] | None, ...]  # (value index, as int) per parameter
+    constants: tuple[Any, ...]
+    names: tuple[str, ...]
+    compiler: SQLCompiler  # converts values (dates, booleans) on this connection
+    converters: dict[int, Any]  # the compiler's, per column, as results_iter finds them
+
+    def params(self, values: Sequence[Any]) -> list[Any]:
+        """The parameters with `values` in their slots."""
+        return [
+            constant if slot is None else int(values[slot[0]]) if slot[1] else values[slot[0]]
+            for slot, constant in zip(self.slots, self.constants, strict=True)
+        ]
+
+
+def _numeric(text: str) -> bool:
+    """Text that a query may take as a number: digits that fit in 64 bits (a pk, is_id)."""
+    return text.isdigit() and len(text) <= 18
+
+
+def _kind(value: Any) -> tuple[type, bool]:
+    """What about a value may shape the SQL: its type, and for text whether it is numeric."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise TypeError(f"a statement takes text and whole numbers, not {type(value).__name__}")
+    return type(value), isinstance(value, str) and _numeric(value)
+
+
+def _stand_in(index: int, value: Any) -> Any:
+    """A value of the same kind that nothing else in a query holds."""
+    number = _FIRST_STAND_IN + index
+    if isinstance(value, int):
+        return number
+    return str(number) if _numeric(value) else f"\x00stand-in {number}\x00"
+
+
+def _slot(param: Any, stand_ins: Sequence[Any]) -> tuple[int, bool] | None:
+    """Which value a parameter of the stand-ins' SQL is (as given or as a number), if any."""
+    for index, stand_in in enumerate(stand_ins):
+        if type(param) is type(stand_in) and param == stand_in:
+            return index, False
+        if type(param) is int and isinstance(stand_in, str) and str(param) == stand_in:
+            return index, True
+    return None
+
+
+def _sql(queryset: QuerySet[Any], connection: BaseDatabaseWrapper) -> tuple[SQLCompiler, str, list]:  # type: ignore[type-arg]
+    compiler = queryset.query.get_compiler(connection=connection)
+    sql, params = compiler.as_sql()
+    return compiler, sql, list(params)
+
+
+def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Equal values of the same types, one by one (1 and True differ here)."""
+    if len(a) != len(b):
+        return False
+    return all(type(x) is type(y) and x == y for x, y in zip(a, b, strict=True))
+
+
+class Statement:
+    """A values() read whose SQL is compiled once per connection and shape."""
+
+    def __init__(self, build: Callable[..., QuerySet[Any]]) -> None:
+        self.build = build
+        self._compiled: weakref.WeakKeyDictionary[BaseDatabaseWrapper, OrderedDict[Any, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def rows(
+        self,
+        *values: Any,
+        shape: Hashable = (),
+        low: int = 0,
+        high: int | None = None,
+        using: str = "default",
+    ) -> list[dict[str, Any]]:
+        """The rows of ``build(shape, *values)[low:high]`` as values() gives them."""
+        connection = connections[using]
+        compiled = self._compile(connection, shape, values)
+        try:
+            params = None if compiled is None else compiled.params(values)
+        except ValueError:  # digits int() refuses (²): the query's own refusal
+            params = None
+        if compiled is None or params is None:
+            return list(self.build(shape, *values)[low:high])
+        sql = compiled.sql
+        if low or high is not None:
+            sql = f"{sql} {connection.ops.limit_offset_sql(low, high)}"
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            fetched: Any = cursor.fetchall()
+        names = compiled.names
+        if compiled.converters:
+            fetched = compiled.compiler.apply_converters(fetched, compiled.converters)
+        return [dict(zip(names, row, strict=True)) for row in fetched]
+
+    def _compile(
+        self, connection: BaseDatabaseWrapper, shape: Hashable, values: Sequence[Any]
+    ) -> _Compiled | None:
+        """This connection's compiled SQL for the shape and kinds of values, made on first use.
+
+        None when the SQL cannot be reused with other values: the call compiles each time.
+        """
+        made = self._compiled.setdefault(connection, OrderedDict())
+        key = (shape, tuple(map(_kind, values)))
+        if key in made:
+            made.move_to_end(key)
+            compiled: _Compiled | None = made[key]
+            return compiled
+        if len(made) >= KEPT:  # the least recently used shape goes
+            made.popitem(last=False)
+        try:
+            compiler, sql, params = _sql(self.build(shape, *values), connection)
+        except EmptyResultSet:  # these values match nothing (an empty IN): Django's own answer
+            return None
+        stand_ins = [_stand_in(i, v) for i, v in enumerate(values)]
+        try:
+            _, stand_in_sql, stand_in_params = _sql(self.build(shape, *stand_ins), connection)
+        except Exception:  # a stand-in the query refuses: the real values only
+            made[key] = None
+            return None
+        query = compiler.query
+        columns = [column for column, _, _ in compiler.select[: compiler.col_count]]
+        if compiler.has_composite_fields(columns):  # results_iter's other step: not here
+            made[key] = None
+            return None
+        compiled = _Compiled(
+            sql=stand_in_sql,
+            slots=tuple(_slot(p, stand_ins) for p in stand_in_params),
+            constants=tuple(stand_in_params),
+            names=(*query.extra_select, *query.values_select, *query.annotation_select),
+            compiler=compiler,
+            converters=compiler.get_converters(columns),
+        )
+        if stand_in_sql != sql or not _same(compiled.params(values), params):
+            compiled = None
+        made[key] = compiled
+        return compiled
