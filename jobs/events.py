@@ -7,7 +7,7 @@ instead of one push each.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -23,6 +23,20 @@ _local = threading.local()
 def record(workload: Workload, kind: str, message: str, *, at: datetime, **data: Any) -> None:
     """Add an entry to the workload's timeline and push it once the transaction commits."""
     WorkloadEvent.objects.create(workload=workload, at=at, kind=kind, message=message, data=data)
+    push(_message(workload, kind, message, data))
+
+
+def record_each(workloads: Sequence[Workload], kind: str, message: str, *, at: datetime) -> None:
+    """`record` the same entry on each workload's timeline, in one INSERT."""
+    WorkloadEvent.objects.bulk_create(
+        WorkloadEvent(workload=w, at=at, kind=kind, message=message, data={}) for w in workloads
+    )
+    for w in workloads:
+        push(_message(w, kind, message, {}))
+
+
+def _message(workload: Workload, kind: str, message: str, data: dict[str, Any]) -> Message:
+    """What the live groups of the workload's workspace and quota are sent about an entry."""
     payload = {
         "workload": workload.pk,
         "name": workload.name,
@@ -32,7 +46,7 @@ def record(workload: Workload, kind: str, message: str, *, at: datetime, **data:
         "in_quota": workload.in_quota,
         **data,
     }
-    push(Message(workload.workspace_id, workload.quota_id, payload))
+    return Message(workload.workspace_id, workload.quota_id, payload)
 
 
 def push(message: Message) -> None:
