@@ -7,7 +7,7 @@ instead of one push each.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -26,13 +26,24 @@ def record(workload: Workload, kind: str, message: str, *, at: datetime, **data:
     push(_message(workload, kind, message, data))
 
 
-def record_each(workloads: Sequence[Workload], kind: str, message: str, *, at: datetime) -> None:
-    """`record` the same entry on each workload's timeline, in one INSERT."""
-    WorkloadEvent.objects.bulk_create(
-        WorkloadEvent(workload=w, at=at, kind=kind, message=message, data={}) for w in workloads
-    )
-    for w in workloads:
-        push(_message(w, kind, message, {}))
+class Timeline:
+    """Entries for several timelines, stored in one INSERT by `save`, pushed as `record` does."""
+
+    def __init__(self) -> None:
+        self.rows: list[WorkloadEvent] = []
+
+    def add(
+        self, workload: Workload, kind: str, message: str, *, at: datetime, **data: Any
+    ) -> None:
+        """`record` an entry; its row waits for `save` (in the same transaction)."""
+        row = WorkloadEvent(workload=workload, at=at, kind=kind, message=message, data=data)
+        self.rows.append(row)
+        push(_message(workload, kind, message, data))
+
+    def save(self) -> None:
+        """Store the entries added so far, in the order they came."""
+        WorkloadEvent.objects.bulk_create(self.rows)
+        self.rows = []
 
 
 def _message(workload: Workload, kind: str, message: str, data: dict[str, Any]) -> Message:

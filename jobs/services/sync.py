@@ -9,7 +9,7 @@ from django.db import transaction
 from jobs.backends import get_backend
 from jobs.backends.base import Backend, PodReport
 from jobs.choices import LIVE_POD_STATUSES, EventKind, Kind, PodStatus, RestartMode, Status
-from jobs.events import batch, record, record_each
+from jobs.events import Timeline, batch, record
 from jobs.models import Pod, Workload
 from jobs.services.workloads import end_workload
 from jobs.wakeup import request_cycle
@@ -109,12 +109,14 @@ def _start(pods: list[Pod], *, now: datetime) -> None:
     waiting = set(pending.values_list("workload_id", flat=True))
     # Work starts once every replica runs; the clock of progress starts here.
     ready = [w for pk, w in running.items() if pk not in waiting]
-    for w in ready:
-        w.last_progress_at = w.last_checkpoint_at = now
     Workload.objects.filter(pk__in=[w.pk for w in ready]).update(
         last_progress_at=now, last_checkpoint_at=now
     )
-    record_each(ready, EventKind.STARTED, "All replicas running.", at=now)
+    timeline = Timeline()
+    for w in ready:
+        w.last_progress_at = w.last_checkpoint_at = now
+        timeline.add(w, EventKind.STARTED, "All replicas running.", at=now)
+    timeline.save()
 
 
 def _apply(report: PodReport, pod: Pod, *, now: datetime, backend: Backend) -> None:
