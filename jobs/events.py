@@ -23,6 +23,31 @@ _local = threading.local()
 def record(workload: Workload, kind: str, message: str, *, at: datetime, **data: Any) -> None:
     """Add an entry to the workload's timeline and push it once the transaction commits."""
     WorkloadEvent.objects.create(workload=workload, at=at, kind=kind, message=message, data=data)
+    push(_message(workload, kind, message, data))
+
+
+class Timeline:
+    """Entries for several timelines, stored in one INSERT by `save`, pushed as `record` does."""
+
+    def __init__(self) -> None:
+        self.rows: list[WorkloadEvent] = []
+
+    def add(
+        self, workload: Workload, kind: str, message: str, *, at: datetime, **data: Any
+    ) -> None:
+        """`record` an entry; its row waits for `save` (in the same transaction)."""
+        row = WorkloadEvent(workload=workload, at=at, kind=kind, message=message, data=data)
+        self.rows.append(row)
+        push(_message(workload, kind, message, data))
+
+    def save(self) -> None:
+        """Store the entries added so far, in the order they came."""
+        WorkloadEvent.objects.bulk_create(self.rows)
+        self.rows = []
+
+
+def _message(workload: Workload, kind: str, message: str, data: dict[str, Any]) -> Message:
+    """What the live groups of the workload's workspace and quota are sent about an entry."""
     payload = {
         "workload": workload.pk,
         "name": workload.name,
@@ -32,7 +57,7 @@ def record(workload: Workload, kind: str, message: str, *, at: datetime, **data:
         "in_quota": workload.in_quota,
         **data,
     }
-    push(Message(workload.workspace_id, workload.quota_id, payload))
+    return Message(workload.workspace_id, workload.quota_id, payload)
 
 
 def push(message: Message) -> None:

@@ -18,7 +18,7 @@ from guardian.shortcuts import get_objects_for_user
 from console.permissions import is_platform_admin
 from quotas.models import Quota, QuotaResource
 from workspaces.choices import Role
-from workspaces.models import Membership, ResourceUsageRule, Workspace
+from workspaces.models import Membership, ResourceUsageRule, Workspace, WorkspaceQuota
 from workspaces.roles import VIEW
 
 
@@ -163,24 +163,28 @@ def usable_quotas(user: Any, workspace: Workspace) -> list[UsableQuota]:
     """
     if not user.is_authenticated:
         return []
-    membership = Membership.objects.filter(workspace=workspace, user=user).order_by()
-    bound = (
-        ResourceUsageRule.objects.filter(workspace=workspace, quota__bindings__workspace=workspace)
-        .select_related("quota")
-        .order_by("quota__name")
-    )
-    # A member's rules in one query (roles as a subquery); only without any is membership
-    # read on its own, for a platform admin who is not a member (they act as an admin).
-    rules = list(bound.filter(role__in=membership.values("role")))
+    # (quota, max GPUs, max priority) per rule: a member's, or an admin's for a platform
+    # admin who is not a member (they act as a workspace admin).
+    rules = [
+        (q, q.rule_max_gpus, q.rule_max_priority)  # type: ignore[attr-defined]
+        for q in Quota.objects.raw(_member_rules_sql(), [workspace.pk, user.pk])
+    ]
     if not rules:
-        if membership.exists() or not is_platform_admin(user):
+        member = Membership.objects.filter(workspace=workspace, user=user)
+        if member.exists() or not is_platform_admin(user):
             return []
-        rules = list(bound.filter(role=Role.ADMIN))
-    by_quota: dict[int, list[ResourceUsageRule]] = {}
+        admin = ResourceUsageRule.objects.filter(
+            workspace=workspace, quota__bindings__workspace=workspace, role=Role.ADMIN
+        )
+        rules = [
+            (r.quota, r.max_gpus, r.max_priority)
+            for r in admin.select_related("quota").order_by("quota__name")
+        ]
+    by_quota: dict[int, list[tuple[int | None, int | None]]] = {}
     quotas: dict[int, Quota] = {}
-    for rule in rules:
-        by_quota.setdefault(rule.quota_id, []).append(rule)
-        quotas[rule.quota_id] = rule.quota
+    for quota, max_gpus, max_priority in rules:
+        by_quota.setdefault(quota.pk, []).append((max_gpus, max_priority))
+        quotas[quota.pk] = quota
     if not by_quota:
         return []
     # Only another quota with a rule can be an ancestor that adds one.
@@ -197,11 +201,33 @@ def usable_quotas(user: Any, workspace: Workspace) -> list[UsableQuota]:
         result.append(
             UsableQuota(
                 quota=quotas[qid],
-                max_gpus=strictest(r.max_gpus for r in applied),
-                max_priority=strictest(r.max_priority for r in applied),
+                max_gpus=strictest(gpus for gpus, _ in applied),
+                max_priority=strictest(priority for _, priority in applied),
             )
         )
     return result
+
+
+@cache
+def _member_rules_sql() -> str:
+    """A member's Resource Usage rules on the workspace's bound quotas, each with its quota.
+
+    Written by hand, as _object_perms_sql: built by the ORM (joins, the role as a subquery,
+    select_related) it cost three times the CPU, on every submit. Parameters: workspace,
+    user. Columns: the quota's, then the rule's caps as rule_max_gpus and rule_max_priority.
+    """
+    qn = connection.ops.quote_name
+    columns = ", ".join(f"q.{qn(str(f.column))}" for f in Quota._meta.concrete_fields)
+    return (
+        f"SELECT {columns}, r.max_gpus AS rule_max_gpus, r.max_priority AS rule_max_priority"
+        f" FROM {qn(ResourceUsageRule._meta.db_table)} r"
+        f" JOIN {qn(Quota._meta.db_table)} q ON q.id = r.quota_id"
+        f" JOIN {qn(WorkspaceQuota._meta.db_table)} b"
+        " ON b.workspace_id = r.workspace_id AND b.quota_id = r.quota_id"
+        f" JOIN {qn(Membership._meta.db_table)} m"
+        " ON m.workspace_id = r.workspace_id AND m.role = r.role"
+        " WHERE r.workspace_id = %s AND m.user_id = %s ORDER BY q.name"
+    )
 
 
 @cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Max
@@ -13,7 +14,7 @@ from jobs import bridge
 from jobs.backends import get_backend
 from jobs.backends.base import Backend
 from jobs.choices import ENDED_STATUSES, LIVE_POD_STATUSES, EventKind, Kind, PodStatus, Status
-from jobs.events import batch, record
+from jobs.events import Timeline, batch, record
 from jobs.models import ControlState, Pod, Workload
 from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.types import Admission, CycleResult, Preemption, ScenarioError
@@ -112,7 +113,11 @@ def _preempt(p: Preemption, rows: dict[str, Workload], now: datetime, backend: B
 def _admit_all(
     admissions: list[Admission], rows: dict[str, Workload], now: datetime, backend: Backend
 ) -> None:
-    """Start the admitted workloads: their nodes, pod indexes and pods in a query each."""
+    """Start the admitted workloads: nodes, pod indexes, pods and events in a query each.
+
+    Their rows are stored by what changed (mostly alike: running since now, In Quota or
+    not), an UPDATE for each kind of change rather than one per workload.
+    """
     # Evicted earlier this cycle with fault tolerance off: those ended Failed.
     admissions = [a for a in admissions if rows[a.workload].status not in ENDED_STATUSES]
     nodes = bridge.node_ids([pl.node for a in admissions for pl in a.placements])
@@ -120,9 +125,17 @@ def _admit_all(
     top = Pod.objects.filter(workload__in=started).values("workload").annotate(top=Max("index"))
     next_index = {r["workload"]: r["top"] + 1 for r in top}
     pods: list[Pod] = []
-    for a in admissions:
-        pods += _admit(a, rows[a.workload], nodes, next_index, now, backend)
+    changes: dict[tuple[tuple[str, Any], ...], list[int]] = defaultdict(list)
+    timeline = Timeline()
+    for a in admissions:  # one per workload
+        w = rows[a.workload]
+        new, fields = _admit(a, w, nodes, next_index, now, backend, timeline)
+        pods += new
+        changes[tuple((f, getattr(w, f)) for f in fields)].append(w.pk)
     Pod.objects.bulk_create(pods)
+    for change, ids in changes.items():
+        _update(ids, **dict(change))
+    timeline.save()
 
 
 def _admit(
@@ -132,8 +145,12 @@ def _admit(
     next_index: dict[int, int],
     now: datetime,
     backend: Backend,
-) -> list[Pod]:
-    """Start a workload (or more replicas of a service) on the chosen nodes; its new pods."""
+    timeline: Timeline,
+) -> tuple[list[Pod], list[str]]:
+    """Start a workload (or more replicas of a service) on the chosen nodes.
+
+    Returns its new pods and the fields of its row it changed, for the caller to store.
+    """
     first_index = next_index.get(w.pk, 0)
     next_index[w.pk] = first_index + len(a.placements)
     pods = []
@@ -165,11 +182,10 @@ def _admit(
             "last_checkpoint_at",
         ]
     w.in_quota, w.pending_reason = a.in_quota, ""
-    w.save(update_fields=fields)
     label = "In Quota" if a.in_quota else "Not in Quota (borrowed idle capacity)"
-    record(w, EventKind.ADMITTED, f"Admitted {label}.", at=now, in_quota=a.in_quota)
+    timeline.add(w, EventKind.ADMITTED, f"Admitted {label}.", at=now, in_quota=a.in_quota)
     where = ", ".join(sorted({pl.node for pl in a.placements}))
-    record(
+    timeline.add(
         w,
         EventKind.PLACED,
         f"{len(pods)} replica(s) placed on {where}.",
@@ -178,14 +194,14 @@ def _admit(
     )
     if resumed and w.kind == Kind.TRAINING and w.total_work:
         pct = 100 * w.progress / w.total_work
-        record(
+        timeline.add(
             w,
             EventKind.RESUMED,
             f"Resumed from its last checkpoint at {pct:.0f}% progress.",
             at=now,
             progress=w.progress,
         )
-    return pods
+    return pods, fields
 
 
 def _classify(result: CycleResult, rows: dict[str, Workload], now: datetime) -> None:
@@ -215,8 +231,13 @@ def _pending(result: CycleResult, rows: dict[str, Workload]) -> None:
             w.pending_reason = reason
             changed[reason].append(w.pk)
     for reason, ids in changed.items():
-        for at in range(0, len(ids), 500):
-            Workload.objects.filter(pk__in=ids[at : at + 500]).update(pending_reason=reason)
+        _update(ids, pending_reason=reason)
+
+
+def _update(ids: list[int], **values: Any) -> None:
+    """Set the same values on many workload rows (500 ids a statement)."""
+    for at in range(0, len(ids), 500):
+        Workload.objects.filter(pk__in=ids[at : at + 500]).update(**values)
 
 
 def scheduling_cycle_run(*, now: datetime, backend: Backend | None = None) -> CycleSummary:

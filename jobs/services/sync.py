@@ -9,10 +9,12 @@ from django.db import transaction
 from jobs.backends import get_backend
 from jobs.backends.base import Backend, PodReport
 from jobs.choices import LIVE_POD_STATUSES, EventKind, Kind, PodStatus, RestartMode, Status
-from jobs.events import batch, record
+from jobs.events import Timeline, batch, record
 from jobs.models import Pod, Workload
 from jobs.services.workloads import end_workload
 from jobs.wakeup import request_cycle
+
+START_BATCH = 500  # started pods stored per statement (a bound on its parameters)
 
 
 def _restart_allowed(w: Workload, *, node_lost: bool) -> bool:
@@ -97,18 +99,29 @@ def _on_failure(pod: Pod, report: PodReport, *, now: datetime, backend: Backend)
     _requeue(w, now=now, why=why, backend=backend)
 
 
-def _apply(report: PodReport, pod: Pod, *, now: datetime, backend: Backend) -> None:
-    """Apply one pod report."""
-    w = pod.workload
-    if report.phase == PodStatus.RUNNING:
-        pod.status, pod.started_at = PodStatus.RUNNING, now
-        pod.save(update_fields=["status", "started_at"])
-        if not w.pods.filter(status=PodStatus.PENDING).exists():
-            # Work starts once every replica runs; the clock of progress starts here.
-            w.last_progress_at = w.last_checkpoint_at = now
-            w.save(update_fields=["last_progress_at", "last_checkpoint_at"])
-            record(w, EventKind.STARTED, "All replicas running.", at=now)
+def _start(pods: list[Pod], *, now: datetime) -> None:
+    """Pods now running, stored together: a few statements for all, not a few per pod."""
+    if not pods:
         return
+    Pod.objects.filter(pk__in=[p.pk for p in pods]).update(status=PodStatus.RUNNING, started_at=now)
+    running = {p.workload_id: p.workload for p in pods}
+    pending = Pod.objects.filter(workload_id__in=running, status=PodStatus.PENDING)
+    waiting = set(pending.values_list("workload_id", flat=True))
+    # Work starts once every replica runs; the clock of progress starts here.
+    ready = [w for pk, w in running.items() if pk not in waiting]
+    Workload.objects.filter(pk__in=[w.pk for w in ready]).update(
+        last_progress_at=now, last_checkpoint_at=now
+    )
+    timeline = Timeline()
+    for w in ready:
+        w.last_progress_at = w.last_checkpoint_at = now
+        timeline.add(w, EventKind.STARTED, "All replicas running.", at=now)
+    timeline.save()
+
+
+def _apply(report: PodReport, pod: Pod, *, now: datetime, backend: Backend) -> None:
+    """Apply one pod report of a replica that ended."""
+    w = pod.workload
     pod.status, pod.ended_at = report.phase, now
     pod.exit_code, pod.reason = report.exit_code, report.reason
     pod.save(update_fields=["status", "ended_at", "exit_code", "reason"])
@@ -165,14 +178,24 @@ def _sync(now: datetime, backend: Backend) -> int:
     for fetched in pods.values():
         fetched.workload = workloads.setdefault(fetched.workload_id, fetched.workload)
     applied = 0
+    started: list[Pod] = []
     for report in reports:
         pod = pods.get(report.pod_id)
         if pod is None or pod.status not in LIVE_POD_STATUSES:
             continue  # already ended by the control loop: stale news
         if pod.workload.status != Status.RUNNING:
             continue
-        _apply(report, pod, now=now, backend=backend)
         applied += 1
+        if report.phase != PodStatus.RUNNING or len(started) == START_BATCH:
+            # Reports apply in order: the pods started so far are stored before an end is.
+            _start(started, now=now)
+            started = []
+        if report.phase == PodStatus.RUNNING:
+            pod.status, pod.started_at = PodStatus.RUNNING, now
+            started.append(pod)
+        else:
+            _apply(report, pod, now=now, backend=backend)
+    _start(started, now=now)
     if backend.reports_progress:  # without progress reports every job would look hung
         _detect_hangs(now, backend)
     return applied

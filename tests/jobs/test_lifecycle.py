@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from jobs.models import Workload
 from jobs.services import cycle
 from jobs.services.scaling import service_scale
 from jobs.services.workloads import workload_cancel
-from quotas.models import Node
+from quotas.models import Node, NodePool
 
 pytestmark = pytest.mark.django_db
 
@@ -232,6 +233,39 @@ def test_a_cycle_applies_no_decision_made_before_a_change_it_did_not_see(
     else:
         assert summary.admitted == 0 and not waiting.pods.exists()
         assert waiting.status == (Status.CANCELLED if change == "cancel" else Status.QUEUED)
+
+
+@pytest.mark.parametrize("change", ["last_digit_of_a_float", "pod_started", "node_pools"])
+def test_a_cycle_plans_again_when_any_column_it_read_changed(
+    bob: Any, submit: Any, tick: Any, clock: Any, sim: Any, demo: Any, monkeypatch: Any, change: str
+) -> None:
+    """The re-check sees every column of what the plan read: a float's last digit, a
+    pod's phase, the pools a job accepts."""
+    running = submit(bob, "running", gpus=8)
+    tick()  # admitted: its pod is Pending until the cluster starts it
+    waiting = submit(bob, "waiting", gpus=8)
+    plans: list[bool] = []
+    checked = bridge.unchanged
+
+    def meanwhile(snap: bridge.Bridge) -> bool:
+        """Another writer commits between the plan and the write transaction."""
+        if change == "last_digit_of_a_float":
+            later = math.nextafter(waiting.total_work, math.inf)
+            Workload.objects.filter(pk=waiting.pk).update(total_work=later)
+        elif change == "pod_started":
+            running.pods.update(status=PodStatus.RUNNING)
+        else:
+            pool = NodePool.objects.create(
+                resource_pool=demo.node_pool.resource_pool, name="T4", gpu_model="T4"
+            )
+            waiting.node_pools.add(pool)
+        plans.append(checked(snap))
+        return plans[-1]
+
+    monkeypatch.setattr(bridge, "unchanged", meanwhile)
+    summary = cycle.scheduling_cycle_run(now=clock.now(), backend=sim)
+    assert plans == [False]
+    assert summary.admitted == 1 and _refresh(waiting).status == Status.RUNNING
 
 
 def test_replicas_added_later_continue_the_pod_indexes(service, tick, clock) -> None:
