@@ -105,34 +105,69 @@ Row = list[int]
 Limit = tuple[int, int, int] | None
 
 
+class Labels:
+    """A classification of the running set: each walked subtree's labels, and the free quotas."""
+
+    __slots__ = ("units", "free")
+
+    def __init__(self, units: dict[str, dict[str, bool]], free: list[str]) -> None:
+        # topmost binding quota -> the labels of its subtree's entries, in walk order
+        self.units = units
+        # the quotas below no binding quota: their entries are In Quota unless idle_only
+        self.free = free
+
+    def walked(self) -> dict[str, bool]:
+        """The labels of every walked entry, subtree after subtree."""
+        out: dict[str, bool] = {}
+        for labels in self.units.values():
+            out.update(labels)
+        return out
+
+    def of_all(self, state: State) -> dict[str, bool]:
+        """Every running entry's label: True = In Quota."""
+        labels = self.walked()
+        for q in self.free:
+            for name, e in state.by_quota[q].items():
+                labels[name] = e.w.idle != "idle_only"
+        return labels
+
+
 def classify_entries(state: State) -> dict[str, bool]:
     """Every running entry's label: True = In Quota (the state is left as it is)."""
-    labels, free = _classify(state)
-    return _with_free(state, labels, free)
+    return _classify(state, None).of_all(state)
 
 
-def _with_free(state: State, labels: dict[str, bool], free: list[str]) -> dict[str, bool]:
-    """The walked labels plus those of the entries below no binding quota."""
-    for q in free:
-        for name, e in state.by_quota[q].items():
-            labels[name] = e.w.idle != "idle_only"
+def relabel_entries(state: State) -> Labels:
+    """Classify the running set and rebuild the state's In-Quota tables from the labels."""
+    labels = _classify(state, None)
+    state.changed.clear()  # the baseline of the next reclassify
+    _rebuild(state, labels.walked())
     return labels
 
 
-def relabel_entries(state: State) -> None:
-    """Classify the running set and rebuild the state's In-Quota tables from the labels."""
-    _rebuild(state, _classify(state)[0])
+def reclassify(state: State, last: Labels) -> tuple[Labels, bool]:
+    """The running set's classification after `last`, and whether some entry is labelled
+    otherwise now: then those entries take their new labels, with the In-Quota tables.
 
-
-def reclassify(state: State) -> tuple[dict[str, bool], bool]:
-    """classify_entries, and whether some entry was labelled otherwise: then the state's
-    labels and In-Quota tables are rebuilt from the new ones."""
-    walked, free = _classify(state)
-    labels = _with_free(state, dict(walked), free)
-    stale = any(e.in_quota != labels[name] for name, e in state.entries.items())
-    if stale:
-        _rebuild(state, walked)
-    return labels, stale
+    Only the subtrees whose running set changed since `last` are walked again: a subtree's
+    labels depend on its own entries alone (see _classify), so the others keep theirs, and
+    their entries still carry them.
+    """
+    labels = _classify(state, last)
+    entries = state.entries
+    flips: list[Entry] = []
+    for q, walked in labels.units.items():
+        if last.units.get(q) is not walked:
+            flips.extend(entries[n] for n, ok in walked.items() if entries[n].in_quota != ok)
+    for q in labels.free:
+        flips.extend(
+            e for e in state.by_quota[q].values() if e.in_quota != (e.w.idle != "idle_only")
+        )
+    for e in flips:
+        state.flip(e)
+    if flips:
+        state.drop_victim_caches()
+    return labels, bool(flips)
 
 
 def _rebuild(state: State, labels: dict[str, bool]) -> None:
@@ -150,7 +185,7 @@ def _rebuild(state: State, labels: dict[str, bool]) -> None:
     state.relabel(labels, inq, own)
 
 
-def _classify(state: State) -> tuple[dict[str, bool], list[str]]:
+def _classify(state: State, last: Labels | None) -> Labels:
     """The labels of the entries under binding quotas, and the quotas with none above.
 
     Only quotas whose min can bind need the walk's order: a quota binds when the In-Quota
@@ -158,20 +193,45 @@ def _classify(state: State) -> tuple[dict[str, bool], list[str]]:
     child's min) exceeds its own min. Below no binding quota every entry is In Quota
     unless idle_only, in any order; under a topmost binding quota the subtree's own order
     decides (it is that subtree's part of the root's order), checking binding rows only.
+    Which quotas bind below a quota, and so the walk of a topmost binding quota, depend on
+    its subtree's entries alone: a subtree that was walked in `last` and whose running set
+    has not changed since keeps its labels.
     """
     tree = state.tree
     binding = _binding(tree, state.claims)
-    labels: dict[str, bool] = {}
+    touched = _touched(state) if last is not None else set()
+    units: dict[str, dict[str, bool]] = {}
     free: list[str] = []
     stack = tree.roots()
     while stack:
         q = stack.pop()
         if q in binding:
-            _walk(state, q, binding, labels)
+            got = None
+            if last is not None and q not in touched:
+                got = last.units.get(q)
+            if got is None:
+                got = {}
+                _walk(state, q, binding, got)
+            units[q] = got
         else:
             free.append(q)
             stack.extend(tree.children[q])
-    return labels, free
+    return Labels(units, free)
+
+
+def _touched(state: State) -> set[str]:
+    """The quotas whose subtree's running set changed since the last classification."""
+    out: set[str] = set()
+    chains = state.tree.chain
+    for q, before in state.changed.items():
+        now = state.by_quota[q]
+        if len(now) == len(before) and all(
+            now.get(name) is e and len(e.placements) == count for name, (e, count) in before.items()
+        ):
+            continue  # removed and restored, or grown and shrunk back: the same as before
+        out.update(chains[q])
+    state.changed.clear()
+    return out
 
 
 def _own_usage(state: State, labels: dict[str, bool]) -> dict[tuple[str, str], Row]:

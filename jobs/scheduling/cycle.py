@@ -226,7 +226,7 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     state = State(snapshot)
     queue = queue_order(state.tree, snapshot.workloads)
     # 3. Classify the running set by the central rule.
-    relabel_entries(state)
+    labels = relabel_entries(state)
     cycle = Cycle(state)
     for w in queue:
         if may_borrow(w):
@@ -242,12 +242,11 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     # take it), so what is left waiting at the end would wait in the next cycle too.
     todo = queue
     victims: dict[str, Workload] = {}  # victims as pending again: they restart from scratch
-    classification: dict[str, bool] = {}
     for _ in range(MAX_ROUNDS):
         cycle.evicted.clear()
         cycle.displaced.clear()
         _round(cycle, todo)
-        classification, relabelled = reclassify(state)
+        labels, relabelled = reclassify(state, labels)
         if relabelled:
             cycle.epoch += 1  # new labels: searches that failed may succeed now
         if not cycle.evicted and not cycle.displaced and not (relabelled and cycle.waiting):
@@ -261,6 +260,7 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     waiting = cycle.waiting
     # 7. Result: the final running set's labels (the last round's), and why every workload
     # left is waiting.
+    classification = labels.of_all(state)
     admitted = tuple(
         Admission(name, classification.get(name, False), tuple(pl))
         for name, pl in new.items()

@@ -200,6 +200,10 @@ class State:
         # withdrawn and it waits again), unless it already evicted someone (shielded)
         self.fresh: set[str] = set()
         self.shielded: set[str] = set()
+        # quotas whose running set may have changed since the last classification, each with
+        # what it held then (entry and replica count per name), so the next one relabels
+        # only the subtrees that really changed (see classify.reclassify)
+        self.changed: dict[str, dict[str, tuple[Entry, int]]] = {}
         self.workloads: dict[str, Workload] = {}
         for w in snap.workloads:
             if w.name in self.workloads:
@@ -297,12 +301,7 @@ class State:
         self.direct_cls.clear()
         self.borrowed.clear()
         self.niq_at.clear()
-        self.victim_cache.clear()
-        self.bound_cache.clear()
-        self.merged_cache.clear()
-        self.merged_by_group.clear()
-        self.windows.clear()
-        self.window_groups.clear()
+        self.drop_victim_caches()
         borrowed = self.borrowed
         niq_at = self.niq_at
         direct_cls = self.direct_cls
@@ -337,6 +336,24 @@ class State:
                 else:
                     add_row(u, g * count, c * count, m * count)
 
+    def flip(self, e: Entry) -> None:
+        """Give a running entry the other label, moving its usage between the In-Quota and
+        the borrowed tables (the victim caches are left to the caller, see
+        drop_victim_caches)."""
+        self._account(e, -1)
+        e.in_quota = not e.in_quota
+        e.key = None
+        self._account(e, 1)
+
+    def drop_victim_caches(self) -> None:
+        """Forget the victim orders, bounds and windows: some label changed."""
+        self.victim_cache.clear()
+        self.bound_cache.clear()
+        self.merged_cache.clear()
+        self.merged_by_group.clear()
+        self.windows.clear()
+        self.window_groups.clear()
+
     def _account_cls(self, w: Workload, pool: str, dg: int, dc: int, dm: int) -> None:
         """Add In-Quota usage submitted directly to w's quota to its rank-class row."""
         row = self.direct_cls.setdefault((w.quota, pool), {})
@@ -349,9 +366,17 @@ class State:
 
     # --- simulation: remove and restore -------------------------------------------------
 
+    def _changing(self, quota: str) -> None:
+        """Remember what a quota ran at the last classification, before it first changes."""
+        if quota not in self.changed:
+            self.changed[quota] = {
+                n: (e, len(e.placements)) for n, e in self.by_quota[quota].items()
+            }
+
     def remove(self, name: str) -> Entry:
         """Take a running workload out of the state (freeing its devices); see restore()."""
         e = self.entries.pop(name)
+        self._changing(e.w.quota)
         del self.by_quota[e.w.quota][name]
         self._account(e, -1)
         req = e.req
@@ -362,6 +387,7 @@ class State:
 
     def restore(self, e: Entry) -> None:
         """Put back an entry taken out by remove()."""
+        self._changing(e.w.quota)
         req = e.req
         for p in e.placements:
             self._take(self.nodes[p.node], req, p.devices, e.w.name)
@@ -372,6 +398,7 @@ class State:
 
     def add_replica(self, w: Workload, node: str, devices: tuple[int, ...], in_quota: bool) -> None:
         """Place one new replica of w (creating its entry when it was pending)."""
+        self._changing(w.quota)
         e = self.entries.get(w.name)
         created = e is None
         if e is None:
@@ -462,6 +489,7 @@ class State:
         e = self.entries.get(w.name)
         if e is None:
             return
+        self._changing(w.quota)
         self.touch(e)
         self._account(e, -1)
         while len(e.placements) > keep:
