@@ -141,6 +141,7 @@ def relabel_entries(state: State) -> Labels:
     """Classify the running set and rebuild the state's In-Quota tables from the labels."""
     labels = _classify(state, None)
     state.changed.clear()  # the baseline of the next reclassify
+    state.resized.clear()
     _rebuild(state, labels.walked())
     return labels
 
@@ -220,17 +221,18 @@ def _classify(state: State, last: Labels | None) -> Labels:
 
 
 def _touched(state: State) -> set[str]:
-    """The quotas whose subtree's running set changed since the last classification."""
+    """The quotas whose subtree's running set changed since the last classification (an
+    entry removed and restored, or grown and shrunk back, is no change)."""
     out: set[str] = set()
     chains = state.tree.chain
     for q, before in state.changed.items():
-        now = state.by_quota[q]
-        if len(now) == len(before) and all(
-            now.get(name) is e and len(e.placements) == count for name, (e, count) in before.items()
-        ):
-            continue  # removed and restored, or grown and shrunk back: the same as before
-        out.update(chains[q])
+        if before != state.by_quota[q]:  # entries compare by identity
+            out.update(chains[q])
+    for e, count in state.resized.values():
+        if len(e.placements) != count:
+            out.update(chains[e.w.quota])
     state.changed.clear()
+    state.resized.clear()
     return out
 
 
@@ -263,14 +265,24 @@ def _walk(state: State, top: str, binding: set[str], labels: dict[str, bool]) ->
     tree = state.tree
     now = state.now
     direct: dict[str, list[Entry]] = {}
+    last_order = state.walk_order
     for q in (top, *tree.descendants[top]):
-        lst = list(state.by_quota[q].values())
-        if lst:
-            for e in lst:
-                if e.okey is None:
-                    e.okey = rank(e, now)
-            lst.sort(key=_OKEY)
-            direct[q] = lst
+        by = state.by_quota[q]
+        if not by:
+            continue
+        # The quota's entries as the last walk sorted them, still running, then the new
+        # ones (never ranked): timsort merges the sorted run with the few new ones.
+        last = last_order.get(q)
+        lst = [] if last is None else [e for e in last if by.get(e.w.name) is e]
+        if len(lst) < len(by):
+            lst.extend(e for e in by.values() if e.okey is None)
+            if len(lst) != len(by):  # ranked once, then out and back: take them all
+                lst = list(by.values())
+        for e in lst:
+            if e.okey is None:
+                e.okey = rank(e, now)
+        lst.sort(key=_OKEY)
+        last_order[q] = direct[q] = lst
     # (submission quota, pool) -> [(min, live subtree usage)] of the binding quotas above
     rows: dict[tuple[str, str], list[tuple[Limit, Row]]] = {}
     live: dict[tuple[str, str], Row] = {}

@@ -99,10 +99,14 @@ class Cycle:
             return Outcome(reason=f"no node in pool {' or '.join(w.pools)} exists")
         reasons: list[str] = []
         fair_blocked = False
+        # per pool, whether w fits In Quota; a failed placement leaves the state as it was,
+        # so reclaim below need not ask again
+        entitled: dict[str, bool] = {}
         if not borrow:
             # In Quota: entitlement along the chain, max, then a node for every replica.
             for pool in pools:
                 gap = entitlement_gap(state, w, pool, count)
+                entitled[pool] = gap is None
                 if gap is not None:
                     reasons.append(self._quota_reason(w, pool, count, gap))
                     continue
@@ -150,6 +154,7 @@ class Cycle:
         for kind in kinds:
             for pool in pools:
                 a = Attempt(state, w, pool, count)
+                a.entitled = entitled.get(pool)
                 if kind.reason == "fair_share":
                     a.shares, a.weights = self.shares_for(w.quota, pool)
                 found = search(kind, a)
@@ -349,6 +354,6 @@ def _admit(cycle: Cycle, w: Workload, borrow: bool) -> Outcome | None:
 def _record(
     state: State, w: Workload, placed: list[Choice], new: dict[str, list[Placement]]
 ) -> None:
-    """Remember the new placements of w for the result."""
+    """Remember the new placements of w for the result (the last ones of its entry)."""
     state.fresh.add(w.name)
-    new.setdefault(w.name, []).extend(Placement(n, d) for n, d in placed)
+    new.setdefault(w.name, []).extend(state.entries[w.name].placements[-len(placed) :])

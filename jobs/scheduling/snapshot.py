@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
 from .tree import QuotaTree, Vec, add_row
@@ -12,6 +13,7 @@ from .types import MILLI, Placement, ScenarioError, Snapshot, Workload
 if TYPE_CHECKING:
     from .preemption.base import Window
 
+_KEY = attrgetter("key")  # an entry's victim key once set, without a Python-level call
 LEVEL: Final = 50  # partial devices are bucketed in steps of 50 milli-GPU
 LEVELS: Final = MILLI // LEVEL
 
@@ -193,17 +195,19 @@ class State:
         # and the windows drawn from each group: a change to a possible victim drops the
         # windows it can affect (see touch)
         self.windows: dict[tuple[object, ...], Window] = {}
-        self.window_groups: dict[
-            tuple[str, str, bool], list[tuple[tuple[object, ...], Window]]
-        ] = {}
+        self.window_groups: dict[tuple[str, str, bool], list[Window]] = {}
         # workloads started this cycle; a victim among them is displaced (its admission is
         # withdrawn and it waits again), unless it already evicted someone (shielded)
         self.fresh: set[str] = set()
         self.shielded: set[str] = set()
-        # quotas whose running set may have changed since the last classification, each with
-        # what it held then (entry and replica count per name), so the next one relabels
-        # only the subtrees that really changed (see classify.reclassify)
-        self.changed: dict[str, dict[str, tuple[Entry, int]]] = {}
+        # what changed since the last classification, so the next one relabels only the
+        # subtrees that really changed (see classify.reclassify): the quotas whose entries
+        # came or went, each with the entries it held then, and the entries that gained or
+        # lost replicas, each with its replica count then
+        self.changed: dict[str, dict[str, Entry]] = {}
+        self.resized: dict[str, tuple[Entry, int]] = {}
+        # each walked quota's entries in classification order, as its last walk sorted them
+        self.walk_order: dict[str, list[Entry]] = {}
         self.workloads: dict[str, Workload] = {}
         for w in snap.workloads:
             if w.name in self.workloads:
@@ -367,11 +371,14 @@ class State:
     # --- simulation: remove and restore -------------------------------------------------
 
     def _changing(self, quota: str) -> None:
-        """Remember what a quota ran at the last classification, before it first changes."""
+        """Remember a quota's entries at the last classification, before they first change."""
         if quota not in self.changed:
-            self.changed[quota] = {
-                n: (e, len(e.placements)) for n, e in self.by_quota[quota].items()
-            }
+            self.changed[quota] = dict(self.by_quota[quota])
+
+    def _resizing(self, e: Entry) -> None:
+        """Remember an entry's replica count at the last classification, before it changes."""
+        if e.w.name not in self.resized:
+            self.resized[e.w.name] = (e, len(e.placements))
 
     def remove(self, name: str) -> Entry:
         """Take a running workload out of the state (freeing its devices); see restore()."""
@@ -398,14 +405,15 @@ class State:
 
     def add_replica(self, w: Workload, node: str, devices: tuple[int, ...], in_quota: bool) -> None:
         """Place one new replica of w (creating its entry when it was pending)."""
-        self._changing(w.quota)
         e = self.entries.get(w.name)
         created = e is None
         if e is None:
+            self._changing(w.quota)
             e = Entry(w, [], in_quota)
             self.entries[w.name] = e
             self.by_quota[w.quota][w.name] = e
         else:
+            self._resizing(e)
             self._account(e, -1)
         ns = self.nodes[node]
         self._take(ns, e.req, devices, w.name)
@@ -430,19 +438,18 @@ class State:
         if not self.window_groups or e.w.kind != "training":
             return
         k = e.key
-        windows = self.windows
         for pool in e.pool_counts:
             for niq in (False,) if e.in_quota else (False, True):
                 wins = self.window_groups.get((e.w.quota, pool, niq))
                 if not wins:
                     continue
                 keep = []
-                for key, win in wins:
-                    if windows.get(key) is not win:
+                for win in wins:
+                    if not win.live:
                         continue
                     if win.last is None or k is None or k <= win.last:
                         win.added.append(e)
-                    keep.append((key, win))
+                    keep.append(win)
                 wins[:] = keep
 
     def _join_groups(self, e: Entry, pool: str) -> None:
@@ -452,9 +459,10 @@ class State:
         for niq in (False, True):
             group = self.victim_cache.get((w.quota, pool, niq))
             if group is not None and (not niq or not e.in_quota):
-                bisect.insort(group, e, key=self.victim_key)
+                self.victim_keys((e,))  # every entry of a sorted group has its key
+                bisect.insort(group, e, key=_KEY)
                 for merged in self.merged_by_group.get((w.quota, pool, niq), ()):
-                    bisect.insort(merged, e, key=self.victim_key)
+                    bisect.insort(merged, e, key=_KEY)
         # an upper bound: the gang may still grow to all of its replicas in this pool
         g = e.req[0] * w.replicas
         for key in self.bound_cache:
@@ -489,7 +497,7 @@ class State:
         e = self.entries.get(w.name)
         if e is None:
             return
-        self._changing(w.quota)
+        self._resizing(e)
         self.touch(e)
         self._account(e, -1)
         while len(e.placements) > keep:
@@ -502,6 +510,7 @@ class State:
         if e.placements:
             self._account(e, 1)
         else:
+            self._changing(w.quota)
             del self.entries[w.name]
             del self.by_quota[w.quota][w.name]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter
 from typing import Protocol
@@ -22,17 +21,22 @@ NODE_SCAN = 48  # best candidates whose nodes are examined per replica; bounds t
 STATIC_ALLOWED = frozenset(("reclaim", "child_preemption", "priority"))
 
 
-@dataclass
 class Attempt:
     """One preemptor trying to start count replicas in one pool."""
 
-    state: State
-    w: Workload
-    pool: str
-    count: int
-    shares: Shares = field(default_factory=dict)
-    weights: dict[str, float] = field(default_factory=dict)
-    below: int | None = None  # victims must have priority strictly below this
+    # a plain class, not a dataclass: compiled, a dataclass is built through Python code
+    __slots__ = ("state", "w", "pool", "count", "shares", "weights", "below", "entitled")
+
+    def __init__(self, state: State, w: Workload, pool: str, count: int) -> None:
+        self.state = state
+        self.w = w
+        self.pool = pool
+        self.count = count
+        self.shares: Shares = {}
+        self.weights: dict[str, float] = {}
+        self.below: int | None = None  # victims must have priority strictly below this
+        # whether w fits In Quota in the pool before any removal, when the caller knows
+        self.entitled: bool | None = None
 
 
 class PreemptionKind(Protocol):
@@ -140,6 +144,7 @@ class Window:
         "nodes",
         "failed",
         "freed",
+        "live",
     )
 
     def __init__(self, state: State, entries: list[Entry], cached: bool) -> None:
@@ -172,6 +177,8 @@ class Window:
         # none of its nodes gained capacity (the sum of their freed counters is unchanged)
         self.failed: list[tuple[int, int, int]] = []
         self.freed = 0
+        # whether the state's windows still hold this one (see window)
+        self.live = True
 
     def freed_now(self) -> int:
         """How often the window's nodes have gained capacity so far."""
@@ -202,10 +209,12 @@ def window(kind: PreemptionKind, a: Attempt) -> Window:
         ):
             got.added.clear()  # same candidates, same placements: keep what it learnt
             return got
+    if got is not None:
+        got.live = False  # replaced: changes need no longer reach it
     got = Window(state, picked, True)
     state.windows[key] = got
     for q, niq in groups:
-        state.window_groups.setdefault((q, a.pool, niq), []).append((key, got))
+        state.window_groups.setdefault((q, a.pool, niq), []).append(got)
     return got
 
 
