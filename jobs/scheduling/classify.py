@@ -142,7 +142,7 @@ def relabel_entries(state: State) -> Labels:
     labels = _classify(state, None)
     state.changed.clear()  # the baseline of the next reclassify
     state.resized.clear()
-    _rebuild(state, labels.walked())
+    state.relabel(labels.walked())
     return labels
 
 
@@ -169,21 +169,6 @@ def reclassify(state: State, last: Labels) -> tuple[Labels, bool]:
     if flips:
         state.drop_victim_caches()
     return labels, bool(flips)
-
-
-def _rebuild(state: State, labels: dict[str, bool]) -> None:
-    """Rebuild the In-Quota tables from the walked entries' labels (see _own_usage)."""
-    tree = state.tree
-    own = _own_usage(state, labels)
-    inq: dict[tuple[str, str], Row] = {}
-    for (quota, pool), (dg, dc, dm) in own.items():
-        for a in tree.chain[quota]:
-            u = inq.get((a, pool))
-            if u is None:
-                inq[(a, pool)] = [dg, dc, dm]
-            else:
-                add_row(u, dg, dc, dm)
-    state.relabel(labels, inq, own)
 
 
 def _classify(state: State, last: Labels | None) -> Labels:
@@ -234,30 +219,6 @@ def _touched(state: State) -> set[str]:
     state.changed.clear()
     state.resized.clear()
     return out
-
-
-def _own_usage(state: State, labels: dict[str, bool]) -> dict[tuple[str, str], Row]:
-    """(quota, pool) -> In-Quota usage submitted directly there: every claim of a quota
-    with no binding quota above, the walked entries' own sums elsewhere."""
-    own: dict[tuple[str, str], Row] = {}
-    walked: set[str] = set()
-    for name in labels:
-        e = state.entries[name]
-        walked.add(e.w.quota)
-        if not labels[name]:
-            continue
-        g, c, m = e.req
-        for pool, count in e.pool_counts.items():
-            u = own.get((e.w.quota, pool))
-            if u is None:
-                own[(e.w.quota, pool)] = [g * count, c * count, m * count]
-            else:
-                add_row(u, g * count, c * count, m * count)
-    for q, per in state.claims.items():
-        if q not in walked:
-            for pool, t in per.items():
-                own[(q, pool)] = list(t)
-    return own
 
 
 def _walk(state: State, top: str, binding: set[str], labels: dict[str, bool]) -> None:

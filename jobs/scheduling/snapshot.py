@@ -288,20 +288,12 @@ class State:
                 key = (w.quota, pool)
                 self.borrowed[key] = self.borrowed.get(key, 0) + dg
 
-    def relabel(
-        self,
-        labels: dict[str, bool],
-        inq: dict[tuple[str, str], list[int]],
-        direct_inq: dict[tuple[str, str], list[int]],
-    ) -> None:
+    def relabel(self, labels: dict[str, bool]) -> None:
         """Apply a whole classification at once, rebuilding the In-Quota tables in one pass.
 
         labels holds the entries the classification walked; every other one is In Quota
-        unless idle_only (no quota above it can bind). inq is the In-Quota subtree usage
-        and direct_inq the In-Quota usage submitted directly to each quota.
+        unless idle_only (no quota above it can bind).
         """
-        self.inq = inq
-        self.direct_inq = direct_inq
         self.direct_cls.clear()
         self.borrowed.clear()
         self.niq_at.clear()
@@ -339,6 +331,24 @@ class State:
                     row[cls] = [g * count, c * count, m * count]
                 else:
                     add_row(u, g * count, c * count, m * count)
+        # the In-Quota usage submitted directly to each quota is the sum of its classes,
+        # and the subtree usage that of the quota and its descendants
+        own: dict[tuple[str, str], list[int]] = {}
+        inq: dict[tuple[str, str], list[int]] = {}
+        chains = self.tree.chain
+        for (quota, pool), by_cls in direct_cls.items():
+            t = [0, 0, 0]
+            for u in by_cls.values():
+                add_row(t, u[0], u[1], u[2])
+            own[(quota, pool)] = t
+            for a in chains[quota]:
+                u = inq.get((a, pool))
+                if u is None:
+                    inq[(a, pool)] = list(t)
+                else:
+                    add_row(u, t[0], t[1], t[2])
+        self.direct_inq = own
+        self.inq = inq
 
     def flip(self, e: Entry) -> None:
         """Give a running entry the other label, moving its usage between the In-Quota and
