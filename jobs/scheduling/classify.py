@@ -11,7 +11,7 @@ from .tree import QuotaTree, add_row
 from .types import Snapshot
 
 OrderKey = tuple[bool, int, float, float, str]
-_OKEY = attrgetter("okey")  # order_key without a Python-level call, for sorting
+OKEY = attrgetter("okey")  # order_key without a Python-level call, for sorting
 
 
 def order_key(e: Entry) -> OrderKey:
@@ -80,14 +80,14 @@ def _merge(streams: list[tuple[list[Entry], bool]]) -> tuple[list[Entry], bool]:
         return streams[0]
     if all(ok for _, ok in streams):
         out = [e for lst, _ in streams for e in lst]
-        out.sort(key=_OKEY)  # runs already sorted: timsort merges them
+        out.sort(key=OKEY)  # runs already sorted: timsort merges them
         return out, True
     flat: list[Entry] = []
     tops: list[Any] = []
     for lst, is_sorted in streams:
         flat.extend(lst)
         if is_sorted:
-            tops.extend(map(_OKEY, lst))
+            tops.extend(map(OKEY, lst))
             continue
         top: Any = None
         for e in lst:
@@ -242,10 +242,11 @@ def _walk(state: State, top: str, binding: set[str], labels: dict[str, bool]) ->
         for e in lst:
             if e.okey is None:
                 e.okey = rank(e, now)
-        lst.sort(key=_OKEY)
+        lst.sort(key=OKEY)
         last_order[q] = direct[q] = lst
-    # (submission quota, pool) -> [(min, live subtree usage)] of the binding quotas above
-    rows: dict[tuple[str, str], list[tuple[Limit, Row]]] = {}
+    # submission quota -> pool -> [(min, live subtree usage)] of the binding quotas above
+    # (keyed by name, then pool: no key tuple to build and hash per entry)
+    rows: dict[str, dict[str, list[tuple[Limit, Row]]]] = {}
     live: dict[tuple[str, str], Row] = {}
     mins = tree.mins
     chains = tree.chain
@@ -256,11 +257,14 @@ def _walk(state: State, top: str, binding: set[str], labels: dict[str, bool]) ->
             continue
         g, c, m = e.req
         pc = e.pool_counts
+        per = rows.get(w.quota)
+        if per is None:
+            per = rows[w.quota] = {}
         ok = True
         for pool, count in pc.items():
-            chk = rows.get((w.quota, pool))
+            chk = per.get(pool)
             if chk is None:
-                chk = rows[(w.quota, pool)] = []
+                chk = per[pool] = []
                 for a in chains[w.quota]:
                     if a in binding:
                         u = live.get((a, pool))
@@ -287,7 +291,7 @@ def _walk(state: State, top: str, binding: set[str], labels: dict[str, bool]) ->
         if ok:
             for pool, count in pc.items():
                 ag, ac, am = g * count, c * count, m * count
-                for _, u in rows[(w.quota, pool)]:
+                for _, u in per[pool]:
                     add_row(u, ag, ac, am)
         labels[w.name] = ok
 

@@ -365,6 +365,16 @@ def _best_node(
     return best
 
 
+def _largest(dev: list[int]) -> int:
+    """The largest free share of one device (0 without devices); compiled, a plain loop is
+    a native one, where max(dev, default=0) is a generic call."""
+    top = 0
+    for d in dev:
+        if d > top:
+            top = d
+    return top
+
+
 def _scan_nodes(
     kind: PreemptionKind, a: Attempt, win: Window, req: tuple[int, int, int]
 ) -> list[Entry] | None:
@@ -390,7 +400,7 @@ def _scan_nodes(
         if (
             g
             and node not in gpu_nodes
-            and (ns.full < need_full if g >= MILLI else not ns.full and max(ns.dev, default=0) < g)
+            and (ns.full < need_full if g >= MILLI else not ns.full and _largest(ns.dev) < g)
         ):
             continue
         dev = list(ns.dev)
@@ -398,7 +408,7 @@ def _scan_nodes(
         # what devices_on(dev, g) needs, kept up to date as victims free devices: the count
         # of whole free devices, and the largest free share of one device
         full = ns.full
-        top = MILLI if full else max(dev, default=0)
+        top = MILLI if full else _largest(dev)
         picked: list[Entry] = []
         for v in by_node[node]:
             if best is not None and len(picked) >= best_len:
