@@ -248,45 +248,68 @@ class State:
             del ns.residents[owner]
         ns.refresh()
 
-    def _account(self, e: Entry, sign: int) -> None:
-        """Add (sign=1) or remove (sign=-1) an entry's usage along its quota chain."""
+    def _account(self, e: Entry, sign: int, counts: dict[str, int] | None = None) -> None:
+        """Add (sign=1) or remove (sign=-1) an entry's usage along its quota chain: all of
+        it, or only `counts` replicas per pool."""
         w = e.w
+        if counts is None:
+            counts = e.pool_counts
         chain = self.tree.chain[w.quota]
         g, c, m = e.req
         if w.kind == "training":
-            for pool in e.pool_counts:
+            for pool in counts:
                 k = (w.quota, pool)
                 if sign > 0:
-                    self.train_at.setdefault(k, {})[w.name] = e
+                    by = self.train_at.get(k)
+                    if by is None:
+                        by = self.train_at[k] = {}
+                    by[w.name] = e
                     if not e.in_quota:
-                        self.niq_at.setdefault(k, {})[w.name] = e
+                        by = self.niq_at.get(k)
+                        if by is None:
+                            by = self.niq_at[k] = {}
+                        by[w.name] = e
                 else:
                     self.train_at[k].pop(w.name, None)
-                    self.niq_at.get(k, {}).pop(w.name, None)
+                    by = self.niq_at.get(k)
+                    if by is not None:
+                        by.pop(w.name, None)
         claims = self.claims[w.quota] if w.idle != "idle_only" else None
-        for pool, count in e.pool_counts.items():
+        for pool, count in counts.items():
             dg, dc, dm = sign * g * count, sign * c * count, sign * m * count
-            pu = self.pool_used[pool]
-            add_row(pu, dg, dc, dm)
+            add_row(self.pool_used[pool], dg, dc, dm)
             if claims is not None:
-                claim = claims.setdefault(pool, [0, 0, 0])
-                add_row(claim, dg, dc, dm)
-            targets = [self.usage]
+                u = claims.get(pool)
+                if u is None:
+                    u = claims[pool] = [0, 0, 0]
+                add_row(u, dg, dc, dm)
+            self._account_chain(self.usage, chain, pool, dg, dc, dm)
+            key = (w.quota, pool)
             if e.in_quota:
-                targets.append(self.inq)
-            for table in targets:
-                for a in chain:
-                    u = table.get((a, pool))
-                    if u is None:
-                        u = table[(a, pool)] = [0, 0, 0]
-                    add_row(u, dg, dc, dm)
-            if e.in_quota:
-                u = self.direct_inq.setdefault((w.quota, pool), [0, 0, 0])
+                self._account_chain(self.inq, chain, pool, dg, dc, dm)
+                u = self.direct_inq.get(key)
+                if u is None:
+                    u = self.direct_inq[key] = [0, 0, 0]
                 add_row(u, dg, dc, dm)
                 self._account_cls(w, pool, dg, dc, dm)
             else:
-                key = (w.quota, pool)
                 self.borrowed[key] = self.borrowed.get(key, 0) + dg
+
+    def _account_chain(
+        self,
+        table: dict[tuple[str, str], list[int]],
+        chain: tuple[str, ...],
+        pool: str,
+        dg: int,
+        dc: int,
+        dm: int,
+    ) -> None:
+        """Add usage to the rows of a quota chain in one pool."""
+        for a in chain:
+            u = table.get((a, pool))
+            if u is None:
+                u = table[(a, pool)] = [0, 0, 0]
+            add_row(u, dg, dc, dm)
 
     def relabel(self, labels: dict[str, bool]) -> None:
         """Apply a whole classification at once, rebuilding the In-Quota tables in one pass.
@@ -424,12 +447,12 @@ class State:
             self.by_quota[w.quota][w.name] = e
         else:
             self._resizing(e)
-            self._account(e, -1)
         ns = self.nodes[node]
         self._take(ns, e.req, devices, w.name)
         e.placements.append(Placement(node, devices))
         e.pool_counts[ns.pool] = e.pool_counts.get(ns.pool, 0) + 1
-        self._account(e, 1)
+        # the new replica's usage only (a new entry holds just this one)
+        self._account(e, 1, {ns.pool: 1})
         if created and w.kind == "training":
             self._join_groups(e, ns.pool)
         self.touch(e)
