@@ -321,39 +321,48 @@ class State:
         self.borrowed.clear()
         self.niq_at.clear()
         self.drop_victim_caches()
-        borrowed = self.borrowed
-        niq_at = self.niq_at
         direct_cls = self.direct_cls
-        for name, e in self.entries.items():
-            w = e.w
-            ok = labels.get(name)
-            if ok is None:
-                ok = w.idle != "idle_only"
-            e.in_quota = ok
-            e.key = None
-            g, c, m = e.req
-            if not ok:
-                for pool, count in e.pool_counts.items():
-                    k = (w.quota, pool)
-                    borrowed[k] = borrowed.get(k, 0) + g * count
-                    if w.kind == "training":
-                        by = niq_at.get(k)
-                        if by is None:
-                            niq_at[k] = {name: e}
-                        else:
-                            by[name] = e
+        # quota by quota, so the per-entry tables are keyed by pool name alone
+        for quota, entries in self.by_quota.items():
+            if not entries:
                 continue
-            cls = (w.priority, w.kind == "training")
-            for pool, count in e.pool_counts.items():
-                k = (w.quota, pool)
-                row = direct_cls.get(k)
-                if row is None:
-                    row = direct_cls[k] = {}
-                u = row.get(cls)
-                if u is None:
-                    row[cls] = [g * count, c * count, m * count]
-                else:
-                    add_row(u, g * count, c * count, m * count)
+            classes: dict[str, dict[tuple[int, bool], list[int]]] = {}
+            lent: dict[str, int] = {}
+            niq: dict[str, dict[str, Entry]] = {}
+            for name, e in entries.items():
+                w = e.w
+                ok = labels.get(name)
+                if ok is None:
+                    ok = w.idle != "idle_only"
+                e.in_quota = ok
+                e.key = None
+                g, c, m = e.req
+                if not ok:
+                    for pool, count in e.pool_counts.items():
+                        lent[pool] = lent.get(pool, 0) + g * count
+                        if w.kind == "training":
+                            by = niq.get(pool)
+                            if by is None:
+                                niq[pool] = {name: e}
+                            else:
+                                by[name] = e
+                    continue
+                cls = (w.priority, w.kind == "training")
+                for pool, count in e.pool_counts.items():
+                    row = classes.get(pool)
+                    if row is None:
+                        row = classes[pool] = {}
+                    u = row.get(cls)
+                    if u is None:
+                        row[cls] = [g * count, c * count, m * count]
+                    else:
+                        add_row(u, g * count, c * count, m * count)
+            for pool, row in classes.items():
+                direct_cls[(quota, pool)] = row
+            for pool, gpu in lent.items():
+                self.borrowed[(quota, pool)] = gpu
+            for pool, by in niq.items():
+                self.niq_at[(quota, pool)] = by
         # the In-Quota usage submitted directly to each quota is the sum of its classes,
         # and the subtree usage that of the quota and its descendants
         own: dict[tuple[str, str], list[int]] = {}
