@@ -133,7 +133,8 @@ class Labels:
 
 
 def classify_entries(state: State) -> dict[str, bool]:
-    """Every running entry's label: True = In Quota (the state is left as it is)."""
+    """Every running entry's label: True = In Quota (the state's labels and tables are
+    left as they are)."""
     return _classify(state, None).of_all(state)
 
 
