@@ -61,6 +61,14 @@ def test_relabelling_changed_subtrees_gives_the_full_classification(
                 in_quota = data.draw(st.booleans())
                 for p in e.placements:
                     state.add_replica(w, p.node, p.devices, in_quota)
+        # a replica given back, and maybe placed again (a scale-up that did not fit)
+        wide = sorted(n for n, e in state.entries.items() if len(e.placements) > 1)
+        for n in data.draw(st.lists(st.sampled_from(wide), unique=True) if wide else st.just([])):
+            e = state.entries[n]
+            last = e.placements[-1]
+            state.drop_new_replicas(e.w, len(e.placements) - 1)
+            if data.draw(st.booleans()):
+                state.add_replica(e.w, last.node, last.devices, e.in_quota)
         labels, _ = reclassify(state, labels)
         full = classify_entries(state)
         assert labels.of_all(state) == full
