@@ -11,7 +11,7 @@ from .tree import QuotaTree, add_row
 from .types import Snapshot
 
 OrderKey = tuple[bool, int, float, float, str]
-_OKEY = attrgetter("okey")  # order_key without a Python-level call, for sorting
+OKEY = attrgetter("okey")  # order_key without a Python-level call, for sorting
 
 
 def order_key(e: Entry) -> OrderKey:
@@ -80,14 +80,14 @@ def _merge(streams: list[tuple[list[Entry], bool]]) -> tuple[list[Entry], bool]:
         return streams[0]
     if all(ok for _, ok in streams):
         out = [e for lst, _ in streams for e in lst]
-        out.sort(key=_OKEY)  # runs already sorted: timsort merges them
+        out.sort(key=OKEY)  # runs already sorted: timsort merges them
         return out, True
     flat: list[Entry] = []
     tops: list[Any] = []
     for lst, is_sorted in streams:
         flat.extend(lst)
         if is_sorted:
-            tops.extend(map(_OKEY, lst))
+            tops.extend(map(OKEY, lst))
             continue
         top: Any = None
         for e in lst:
@@ -105,52 +105,74 @@ Row = list[int]
 Limit = tuple[int, int, int] | None
 
 
+class Labels:
+    """A classification of the running set: each walked subtree's labels, and the free quotas."""
+
+    __slots__ = ("units", "free")
+
+    def __init__(self, units: dict[str, dict[str, bool]], free: list[str]) -> None:
+        # topmost binding quota -> the labels of its subtree's entries, in walk order
+        self.units = units
+        # the quotas below no binding quota: their entries are In Quota unless idle_only
+        self.free = free
+
+    def walked(self) -> dict[str, bool]:
+        """The labels of every walked entry, subtree after subtree."""
+        out: dict[str, bool] = {}
+        for labels in self.units.values():
+            out.update(labels)
+        return out
+
+    def of_all(self, state: State) -> dict[str, bool]:
+        """Every running entry's label: True = In Quota."""
+        labels = self.walked()
+        for q in self.free:
+            for name, e in state.by_quota[q].items():
+                labels[name] = e.w.idle != "idle_only"
+        return labels
+
+
 def classify_entries(state: State) -> dict[str, bool]:
-    """Every running entry's label: True = In Quota (the state is left as it is)."""
-    labels, free = _classify(state)
-    return _with_free(state, labels, free)
+    """Every running entry's label: True = In Quota (the state's labels and tables are
+    left as they are)."""
+    return _classify(state, None).of_all(state)
 
 
-def _with_free(state: State, labels: dict[str, bool], free: list[str]) -> dict[str, bool]:
-    """The walked labels plus those of the entries below no binding quota."""
-    for q in free:
-        for name, e in state.by_quota[q].items():
-            labels[name] = e.w.idle != "idle_only"
+def relabel_entries(state: State) -> Labels:
+    """Classify the running set and rebuild the state's In-Quota tables from the labels."""
+    labels = _classify(state, None)
+    state.changed.clear()  # the baseline of the next reclassify
+    state.resized.clear()
+    state.relabel(labels.walked())
     return labels
 
 
-def relabel_entries(state: State) -> None:
-    """Classify the running set and rebuild the state's In-Quota tables from the labels."""
-    _rebuild(state, _classify(state)[0])
+def reclassify(state: State, last: Labels) -> tuple[Labels, bool]:
+    """The running set's classification after `last`, and whether some entry is labelled
+    otherwise now: then those entries take their new labels, with the In-Quota tables.
+
+    Only the subtrees whose running set changed since `last` are walked again: a subtree's
+    labels depend on its own entries alone (see _classify), so the others keep theirs, and
+    their entries still carry them.
+    """
+    labels = _classify(state, last)
+    entries = state.entries
+    flips: list[Entry] = []
+    for q, walked in labels.units.items():
+        if last.units.get(q) is not walked:
+            flips.extend(entries[n] for n, ok in walked.items() if entries[n].in_quota != ok)
+    for q in labels.free:
+        flips.extend(
+            e for e in state.by_quota[q].values() if e.in_quota != (e.w.idle != "idle_only")
+        )
+    for e in flips:
+        state.flip(e)
+    if flips:
+        state.drop_victim_caches()
+    return labels, bool(flips)
 
 
-def reclassify(state: State) -> tuple[dict[str, bool], bool]:
-    """classify_entries, and whether some entry was labelled otherwise: then the state's
-    labels and In-Quota tables are rebuilt from the new ones."""
-    walked, free = _classify(state)
-    labels = _with_free(state, dict(walked), free)
-    stale = any(e.in_quota != labels[name] for name, e in state.entries.items())
-    if stale:
-        _rebuild(state, walked)
-    return labels, stale
-
-
-def _rebuild(state: State, labels: dict[str, bool]) -> None:
-    """Rebuild the In-Quota tables from the walked entries' labels (see _own_usage)."""
-    tree = state.tree
-    own = _own_usage(state, labels)
-    inq: dict[tuple[str, str], Row] = {}
-    for (quota, pool), (dg, dc, dm) in own.items():
-        for a in tree.chain[quota]:
-            u = inq.get((a, pool))
-            if u is None:
-                inq[(a, pool)] = [dg, dc, dm]
-            else:
-                add_row(u, dg, dc, dm)
-    state.relabel(labels, inq, own)
-
-
-def _classify(state: State) -> tuple[dict[str, bool], list[str]]:
+def _classify(state: State, last: Labels | None) -> Labels:
     """The labels of the entries under binding quotas, and the quotas with none above.
 
     Only quotas whose min can bind need the walk's order: a quota binds when the In-Quota
@@ -158,44 +180,46 @@ def _classify(state: State) -> tuple[dict[str, bool], list[str]]:
     child's min) exceeds its own min. Below no binding quota every entry is In Quota
     unless idle_only, in any order; under a topmost binding quota the subtree's own order
     decides (it is that subtree's part of the root's order), checking binding rows only.
+    Which quotas bind below a quota, and so the walk of a topmost binding quota, depend on
+    its subtree's entries alone: a subtree that was walked in `last` and whose running set
+    has not changed since keeps its labels.
     """
     tree = state.tree
     binding = _binding(tree, state.claims)
-    labels: dict[str, bool] = {}
+    touched = _touched(state) if last is not None else set()
+    units: dict[str, dict[str, bool]] = {}
     free: list[str] = []
     stack = tree.roots()
     while stack:
         q = stack.pop()
         if q in binding:
-            _walk(state, q, binding, labels)
+            got = None
+            if last is not None and q not in touched:
+                got = last.units.get(q)
+            if got is None:
+                got = {}
+                _walk(state, q, binding, got)
+            units[q] = got
         else:
             free.append(q)
             stack.extend(tree.children[q])
-    return labels, free
+    return Labels(units, free)
 
 
-def _own_usage(state: State, labels: dict[str, bool]) -> dict[tuple[str, str], Row]:
-    """(quota, pool) -> In-Quota usage submitted directly there: every claim of a quota
-    with no binding quota above, the walked entries' own sums elsewhere."""
-    own: dict[tuple[str, str], Row] = {}
-    walked: set[str] = set()
-    for name in labels:
-        e = state.entries[name]
-        walked.add(e.w.quota)
-        if not labels[name]:
-            continue
-        g, c, m = e.req
-        for pool, count in e.pool_counts.items():
-            u = own.get((e.w.quota, pool))
-            if u is None:
-                own[(e.w.quota, pool)] = [g * count, c * count, m * count]
-            else:
-                add_row(u, g * count, c * count, m * count)
-    for q, per in state.claims.items():
-        if q not in walked:
-            for pool, t in per.items():
-                own[(q, pool)] = list(t)
-    return own
+def _touched(state: State) -> set[str]:
+    """The quotas whose subtree's running set changed since the last classification (an
+    entry removed and restored, or grown and shrunk back, is no change)."""
+    out: set[str] = set()
+    chains = state.tree.chain
+    for q, before in state.changed.items():
+        if before != state.by_quota[q]:  # entries compare by identity
+            out.update(chains[q])
+    for e, count in state.resized.values():
+        if len(e.placements) != count:
+            out.update(chains[e.w.quota])
+    state.changed.clear()
+    state.resized.clear()
+    return out
 
 
 def _walk(state: State, top: str, binding: set[str], labels: dict[str, bool]) -> None:
@@ -203,16 +227,27 @@ def _walk(state: State, top: str, binding: set[str], labels: dict[str, bool]) ->
     tree = state.tree
     now = state.now
     direct: dict[str, list[Entry]] = {}
+    last_order = state.walk_order
     for q in (top, *tree.descendants[top]):
-        lst = list(state.by_quota[q].values())
-        if lst:
-            for e in lst:
-                if e.okey is None:
-                    e.okey = rank(e, now)
-            lst.sort(key=_OKEY)
-            direct[q] = lst
-    # (submission quota, pool) -> [(min, live subtree usage)] of the binding quotas above
-    rows: dict[tuple[str, str], list[tuple[Limit, Row]]] = {}
+        by = state.by_quota[q]
+        if not by:
+            continue
+        # The quota's entries as the last walk sorted them, still running, then the new
+        # ones (never ranked): timsort merges the sorted run with the few new ones.
+        last = last_order.get(q)
+        lst = [] if last is None else [e for e in last if by.get(e.w.name) is e]
+        if len(lst) < len(by):
+            lst.extend(e for e in by.values() if e.okey is None)
+            if len(lst) != len(by):  # ranked once, then out and back: take them all
+                lst = list(by.values())
+        for e in lst:
+            if e.okey is None:
+                e.okey = rank(e, now)
+        lst.sort(key=OKEY)
+        last_order[q] = direct[q] = lst
+    # submission quota -> pool -> [(min, live subtree usage)] of the binding quotas above
+    # (keyed by name, then pool: no key tuple to build and hash per entry)
+    rows: dict[str, dict[str, list[tuple[Limit, Row]]]] = {}
     live: dict[tuple[str, str], Row] = {}
     mins = tree.mins
     chains = tree.chain
@@ -223,11 +258,14 @@ def _walk(state: State, top: str, binding: set[str], labels: dict[str, bool]) ->
             continue
         g, c, m = e.req
         pc = e.pool_counts
+        per = rows.get(w.quota)
+        if per is None:
+            per = rows[w.quota] = {}
         ok = True
         for pool, count in pc.items():
-            chk = rows.get((w.quota, pool))
+            chk = per.get(pool)
             if chk is None:
-                chk = rows[(w.quota, pool)] = []
+                chk = per[pool] = []
                 for a in chains[w.quota]:
                     if a in binding:
                         u = live.get((a, pool))
@@ -254,7 +292,7 @@ def _walk(state: State, top: str, binding: set[str], labels: dict[str, bool]) ->
         if ok:
             for pool, count in pc.items():
                 ag, ac, am = g * count, c * count, m * count
-                for _, u in rows[(w.quota, pool)]:
+                for _, u in per[pool]:
                     add_row(u, ag, ac, am)
         labels[w.name] = ok
 

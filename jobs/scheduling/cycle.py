@@ -99,10 +99,14 @@ class Cycle:
             return Outcome(reason=f"no node in pool {' or '.join(w.pools)} exists")
         reasons: list[str] = []
         fair_blocked = False
+        # per pool, whether w fits In Quota; a failed placement leaves the state as it was,
+        # so reclaim below need not ask again
+        entitled: dict[str, bool] = {}
         if not borrow:
             # In Quota: entitlement along the chain, max, then a node for every replica.
             for pool in pools:
                 gap = entitlement_gap(state, w, pool, count)
+                entitled[pool] = gap is None
                 if gap is not None:
                     reasons.append(self._quota_reason(w, pool, count, gap))
                     continue
@@ -150,6 +154,7 @@ class Cycle:
         for kind in kinds:
             for pool in pools:
                 a = Attempt(state, w, pool, count)
+                a.entitled = entitled.get(pool)
                 if kind.reason == "fair_share":
                     a.shares, a.weights = self.shares_for(w.quota, pool)
                 found = search(kind, a)
@@ -226,7 +231,7 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     state = State(snapshot)
     queue = queue_order(state.tree, snapshot.workloads)
     # 3. Classify the running set by the central rule.
-    relabel_entries(state)
+    labels = relabel_entries(state)
     cycle = Cycle(state)
     for w in queue:
         if may_borrow(w):
@@ -242,12 +247,11 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     # take it), so what is left waiting at the end would wait in the next cycle too.
     todo = queue
     victims: dict[str, Workload] = {}  # victims as pending again: they restart from scratch
-    classification: dict[str, bool] = {}
     for _ in range(MAX_ROUNDS):
         cycle.evicted.clear()
         cycle.displaced.clear()
         _round(cycle, todo)
-        classification, relabelled = reclassify(state)
+        labels, relabelled = reclassify(state, labels)
         if relabelled:
             cycle.epoch += 1  # new labels: searches that failed may succeed now
         if not cycle.evicted and not cycle.displaced and not (relabelled and cycle.waiting):
@@ -261,6 +265,7 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     waiting = cycle.waiting
     # 7. Result: the final running set's labels (the last round's), and why every workload
     # left is waiting.
+    classification = labels.of_all(state)
     admitted = tuple(
         Admission(name, classification.get(name, False), tuple(pl))
         for name, pl in new.items()
@@ -349,6 +354,6 @@ def _admit(cycle: Cycle, w: Workload, borrow: bool) -> Outcome | None:
 def _record(
     state: State, w: Workload, placed: list[Choice], new: dict[str, list[Placement]]
 ) -> None:
-    """Remember the new placements of w for the result."""
+    """Remember the new placements of w for the result (the last ones of its entry)."""
     state.fresh.add(w.name)
-    new.setdefault(w.name, []).extend(Placement(n, d) for n, d in placed)
+    new.setdefault(w.name, []).extend(state.entries[w.name].placements[-len(placed) :])

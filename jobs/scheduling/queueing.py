@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .classify import rank, subtree_order
+from .classify import OKEY, rank, subtree_order
 from .snapshot import Entry
 from .tree import QuotaTree
 from .types import Workload
@@ -61,7 +61,7 @@ def rank_order(tree: QuotaTree, queue: list[Workload], now: float) -> list[Workl
         e.okey = rank(e, now)
         direct.setdefault(w.quota, []).append(e)
     for own in direct.values():
-        own.sort(key=lambda e: e.okey or ())
+        own.sort(key=OKEY)  # every okey is set just above
     streams = [[e.w for e in subtree_order(tree, r, direct)] for r in tree.roots()]
     return merge_heads(streams)
 

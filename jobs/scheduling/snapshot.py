@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
 from .tree import QuotaTree, Vec, add_row
@@ -12,6 +13,7 @@ from .types import MILLI, Placement, ScenarioError, Snapshot, Workload
 if TYPE_CHECKING:
     from .preemption.base import Window
 
+_KEY = attrgetter("key")  # an entry's victim key once set, without a Python-level call
 LEVEL: Final = 50  # partial devices are bucketed in steps of 50 milli-GPU
 LEVELS: Final = MILLI // LEVEL
 
@@ -193,13 +195,19 @@ class State:
         # and the windows drawn from each group: a change to a possible victim drops the
         # windows it can affect (see touch)
         self.windows: dict[tuple[object, ...], Window] = {}
-        self.window_groups: dict[
-            tuple[str, str, bool], list[tuple[tuple[object, ...], Window]]
-        ] = {}
+        self.window_groups: dict[tuple[str, str, bool], list[Window]] = {}
         # workloads started this cycle; a victim among them is displaced (its admission is
         # withdrawn and it waits again), unless it already evicted someone (shielded)
         self.fresh: set[str] = set()
         self.shielded: set[str] = set()
+        # what changed since the last classification, so the next one relabels only the
+        # subtrees that really changed (see classify.reclassify): the quotas whose entries
+        # came or went, each with the entries it held then, and the entries that gained or
+        # lost replicas, each with its replica count then
+        self.changed: dict[str, dict[str, Entry]] = {}
+        self.resized: dict[str, tuple[Entry, int]] = {}
+        # each walked quota's entries in classification order, as its last walk sorted them
+        self.walk_order: dict[str, list[Entry]] = {}
         self.workloads: dict[str, Workload] = {}
         for w in snap.workloads:
             if w.name in self.workloads:
@@ -240,102 +248,157 @@ class State:
             del ns.residents[owner]
         ns.refresh()
 
-    def _account(self, e: Entry, sign: int) -> None:
-        """Add (sign=1) or remove (sign=-1) an entry's usage along its quota chain."""
+    def _account(self, e: Entry, sign: int, counts: dict[str, int] | None = None) -> None:
+        """Add (sign=1) or remove (sign=-1) an entry's usage along its quota chain: all of
+        it, or only `counts` replicas per pool."""
         w = e.w
+        if counts is None:
+            counts = e.pool_counts
         chain = self.tree.chain[w.quota]
         g, c, m = e.req
         if w.kind == "training":
-            for pool in e.pool_counts:
+            for pool in counts:
                 k = (w.quota, pool)
                 if sign > 0:
-                    self.train_at.setdefault(k, {})[w.name] = e
+                    by = self.train_at.get(k)
+                    if by is None:
+                        by = self.train_at[k] = {}
+                    by[w.name] = e
                     if not e.in_quota:
-                        self.niq_at.setdefault(k, {})[w.name] = e
+                        by = self.niq_at.get(k)
+                        if by is None:
+                            by = self.niq_at[k] = {}
+                        by[w.name] = e
                 else:
                     self.train_at[k].pop(w.name, None)
-                    self.niq_at.get(k, {}).pop(w.name, None)
+                    by = self.niq_at.get(k)
+                    if by is not None:
+                        by.pop(w.name, None)
         claims = self.claims[w.quota] if w.idle != "idle_only" else None
-        for pool, count in e.pool_counts.items():
+        for pool, count in counts.items():
             dg, dc, dm = sign * g * count, sign * c * count, sign * m * count
-            pu = self.pool_used[pool]
-            add_row(pu, dg, dc, dm)
+            add_row(self.pool_used[pool], dg, dc, dm)
             if claims is not None:
-                claim = claims.setdefault(pool, [0, 0, 0])
-                add_row(claim, dg, dc, dm)
-            targets = [self.usage]
+                u = claims.get(pool)
+                if u is None:
+                    u = claims[pool] = [0, 0, 0]
+                add_row(u, dg, dc, dm)
+            self._account_chain(self.usage, chain, pool, dg, dc, dm)
+            key = (w.quota, pool)
             if e.in_quota:
-                targets.append(self.inq)
-            for table in targets:
-                for a in chain:
-                    u = table.get((a, pool))
-                    if u is None:
-                        u = table[(a, pool)] = [0, 0, 0]
-                    add_row(u, dg, dc, dm)
-            if e.in_quota:
-                u = self.direct_inq.setdefault((w.quota, pool), [0, 0, 0])
+                self._account_chain(self.inq, chain, pool, dg, dc, dm)
+                u = self.direct_inq.get(key)
+                if u is None:
+                    u = self.direct_inq[key] = [0, 0, 0]
                 add_row(u, dg, dc, dm)
                 self._account_cls(w, pool, dg, dc, dm)
             else:
-                key = (w.quota, pool)
                 self.borrowed[key] = self.borrowed.get(key, 0) + dg
 
-    def relabel(
+    def _account_chain(
         self,
-        labels: dict[str, bool],
-        inq: dict[tuple[str, str], list[int]],
-        direct_inq: dict[tuple[str, str], list[int]],
+        table: dict[tuple[str, str], list[int]],
+        chain: tuple[str, ...],
+        pool: str,
+        dg: int,
+        dc: int,
+        dm: int,
     ) -> None:
+        """Add usage to the rows of a quota chain in one pool."""
+        for a in chain:
+            u = table.get((a, pool))
+            if u is None:
+                u = table[(a, pool)] = [0, 0, 0]
+            add_row(u, dg, dc, dm)
+
+    def relabel(self, labels: dict[str, bool]) -> None:
         """Apply a whole classification at once, rebuilding the In-Quota tables in one pass.
 
         labels holds the entries the classification walked; every other one is In Quota
-        unless idle_only (no quota above it can bind). inq is the In-Quota subtree usage
-        and direct_inq the In-Quota usage submitted directly to each quota.
+        unless idle_only (no quota above it can bind).
         """
-        self.inq = inq
-        self.direct_inq = direct_inq
         self.direct_cls.clear()
         self.borrowed.clear()
         self.niq_at.clear()
+        self.drop_victim_caches()
+        direct_cls = self.direct_cls
+        # quota by quota, so the per-entry tables are keyed by pool name alone
+        for quota, entries in self.by_quota.items():
+            if not entries:
+                continue
+            classes: dict[str, dict[tuple[int, bool], list[int]]] = {}
+            lent: dict[str, int] = {}
+            niq: dict[str, dict[str, Entry]] = {}
+            for name, e in entries.items():
+                w = e.w
+                ok = labels.get(name)
+                if ok is None:
+                    ok = w.idle != "idle_only"
+                e.in_quota = ok
+                e.key = None
+                g, c, m = e.req
+                if not ok:
+                    for pool, count in e.pool_counts.items():
+                        lent[pool] = lent.get(pool, 0) + g * count
+                        if w.kind == "training":
+                            by = niq.get(pool)
+                            if by is None:
+                                niq[pool] = {name: e}
+                            else:
+                                by[name] = e
+                    continue
+                cls = (w.priority, w.kind == "training")
+                for pool, count in e.pool_counts.items():
+                    row = classes.get(pool)
+                    if row is None:
+                        row = classes[pool] = {}
+                    u = row.get(cls)
+                    if u is None:
+                        row[cls] = [g * count, c * count, m * count]
+                    else:
+                        add_row(u, g * count, c * count, m * count)
+            for pool, row in classes.items():
+                direct_cls[(quota, pool)] = row
+            for pool, gpu in lent.items():
+                self.borrowed[(quota, pool)] = gpu
+            for pool, by in niq.items():
+                self.niq_at[(quota, pool)] = by
+        # the In-Quota usage submitted directly to each quota is the sum of its classes,
+        # and the subtree usage that of the quota and its descendants
+        own: dict[tuple[str, str], list[int]] = {}
+        inq: dict[tuple[str, str], list[int]] = {}
+        chains = self.tree.chain
+        for (quota, pool), by_cls in direct_cls.items():
+            t = [0, 0, 0]
+            for u in by_cls.values():
+                add_row(t, u[0], u[1], u[2])
+            own[(quota, pool)] = t
+            for a in chains[quota]:
+                u = inq.get((a, pool))
+                if u is None:
+                    inq[(a, pool)] = list(t)
+                else:
+                    add_row(u, t[0], t[1], t[2])
+        self.direct_inq = own
+        self.inq = inq
+
+    def flip(self, e: Entry) -> None:
+        """Give a running entry the other label, moving its usage between the In-Quota and
+        the borrowed tables (the victim caches are left to the caller, see
+        drop_victim_caches)."""
+        self._account(e, -1)
+        e.in_quota = not e.in_quota
+        e.key = None
+        self._account(e, 1)
+
+    def drop_victim_caches(self) -> None:
+        """Forget the victim orders, bounds and windows: some label changed."""
         self.victim_cache.clear()
         self.bound_cache.clear()
         self.merged_cache.clear()
         self.merged_by_group.clear()
         self.windows.clear()
         self.window_groups.clear()
-        borrowed = self.borrowed
-        niq_at = self.niq_at
-        direct_cls = self.direct_cls
-        for name, e in self.entries.items():
-            w = e.w
-            ok = labels.get(name)
-            if ok is None:
-                ok = w.idle != "idle_only"
-            e.in_quota = ok
-            e.key = None
-            g, c, m = e.req
-            if not ok:
-                for pool, count in e.pool_counts.items():
-                    k = (w.quota, pool)
-                    borrowed[k] = borrowed.get(k, 0) + g * count
-                    if w.kind == "training":
-                        by = niq_at.get(k)
-                        if by is None:
-                            niq_at[k] = {name: e}
-                        else:
-                            by[name] = e
-                continue
-            cls = (w.priority, w.kind == "training")
-            for pool, count in e.pool_counts.items():
-                k = (w.quota, pool)
-                row = direct_cls.get(k)
-                if row is None:
-                    row = direct_cls[k] = {}
-                u = row.get(cls)
-                if u is None:
-                    row[cls] = [g * count, c * count, m * count]
-                else:
-                    add_row(u, g * count, c * count, m * count)
 
     def _account_cls(self, w: Workload, pool: str, dg: int, dc: int, dm: int) -> None:
         """Add In-Quota usage submitted directly to w's quota to its rank-class row."""
@@ -349,9 +412,20 @@ class State:
 
     # --- simulation: remove and restore -------------------------------------------------
 
+    def _changing(self, quota: str) -> None:
+        """Remember a quota's entries at the last classification, before they first change."""
+        if quota not in self.changed:
+            self.changed[quota] = dict(self.by_quota[quota])
+
+    def _resizing(self, e: Entry) -> None:
+        """Remember an entry's replica count at the last classification, before it changes."""
+        if e.w.name not in self.resized:
+            self.resized[e.w.name] = (e, len(e.placements))
+
     def remove(self, name: str) -> Entry:
         """Take a running workload out of the state (freeing its devices); see restore()."""
         e = self.entries.pop(name)
+        self._changing(e.w.quota)
         del self.by_quota[e.w.quota][name]
         self._account(e, -1)
         req = e.req
@@ -362,6 +436,7 @@ class State:
 
     def restore(self, e: Entry) -> None:
         """Put back an entry taken out by remove()."""
+        self._changing(e.w.quota)
         req = e.req
         for p in e.placements:
             self._take(self.nodes[p.node], req, p.devices, e.w.name)
@@ -375,16 +450,18 @@ class State:
         e = self.entries.get(w.name)
         created = e is None
         if e is None:
+            self._changing(w.quota)
             e = Entry(w, [], in_quota)
             self.entries[w.name] = e
             self.by_quota[w.quota][w.name] = e
         else:
-            self._account(e, -1)
+            self._resizing(e)
         ns = self.nodes[node]
         self._take(ns, e.req, devices, w.name)
         e.placements.append(Placement(node, devices))
         e.pool_counts[ns.pool] = e.pool_counts.get(ns.pool, 0) + 1
-        self._account(e, 1)
+        # the new replica's usage only (a new entry holds just this one)
+        self._account(e, 1, {ns.pool: 1})
         if created and w.kind == "training":
             self._join_groups(e, ns.pool)
         self.touch(e)
@@ -403,19 +480,18 @@ class State:
         if not self.window_groups or e.w.kind != "training":
             return
         k = e.key
-        windows = self.windows
         for pool in e.pool_counts:
             for niq in (False,) if e.in_quota else (False, True):
                 wins = self.window_groups.get((e.w.quota, pool, niq))
                 if not wins:
                     continue
                 keep = []
-                for key, win in wins:
-                    if windows.get(key) is not win:
+                for win in wins:
+                    if not win.live:
                         continue
                     if win.last is None or k is None or k <= win.last:
                         win.added.append(e)
-                    keep.append((key, win))
+                    keep.append(win)
                 wins[:] = keep
 
     def _join_groups(self, e: Entry, pool: str) -> None:
@@ -425,9 +501,10 @@ class State:
         for niq in (False, True):
             group = self.victim_cache.get((w.quota, pool, niq))
             if group is not None and (not niq or not e.in_quota):
-                bisect.insort(group, e, key=self.victim_key)
+                self.victim_keys((e,))  # every entry of a sorted group has its key
+                bisect.insort(group, e, key=_KEY)
                 for merged in self.merged_by_group.get((w.quota, pool, niq), ()):
-                    bisect.insort(merged, e, key=self.victim_key)
+                    bisect.insort(merged, e, key=_KEY)
         # an upper bound: the gang may still grow to all of its replicas in this pool
         g = e.req[0] * w.replicas
         for key in self.bound_cache:
@@ -462,6 +539,7 @@ class State:
         e = self.entries.get(w.name)
         if e is None:
             return
+        self._resizing(e)
         self.touch(e)
         self._account(e, -1)
         while len(e.placements) > keep:
@@ -474,6 +552,7 @@ class State:
         if e.placements:
             self._account(e, 1)
         else:
+            self._changing(w.quota)
             del self.entries[w.name]
             del self.by_quota[w.quota][w.name]
 

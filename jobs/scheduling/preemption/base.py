@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter
 from typing import Protocol
@@ -22,17 +21,22 @@ NODE_SCAN = 48  # best candidates whose nodes are examined per replica; bounds t
 STATIC_ALLOWED = frozenset(("reclaim", "child_preemption", "priority"))
 
 
-@dataclass
 class Attempt:
     """One preemptor trying to start count replicas in one pool."""
 
-    state: State
-    w: Workload
-    pool: str
-    count: int
-    shares: Shares = field(default_factory=dict)
-    weights: dict[str, float] = field(default_factory=dict)
-    below: int | None = None  # victims must have priority strictly below this
+    # a plain class, not a dataclass: compiled, a dataclass is built through Python code
+    __slots__ = ("state", "w", "pool", "count", "shares", "weights", "below", "entitled")
+
+    def __init__(self, state: State, w: Workload, pool: str, count: int) -> None:
+        self.state = state
+        self.w = w
+        self.pool = pool
+        self.count = count
+        self.shares: Shares = {}
+        self.weights: dict[str, float] = {}
+        self.below: int | None = None  # victims must have priority strictly below this
+        # whether w fits In Quota in the pool before any removal, when the caller knows
+        self.entitled: bool | None = None
 
 
 class PreemptionKind(Protocol):
@@ -140,6 +144,7 @@ class Window:
         "nodes",
         "failed",
         "freed",
+        "live",
     )
 
     def __init__(self, state: State, entries: list[Entry], cached: bool) -> None:
@@ -172,6 +177,8 @@ class Window:
         # none of its nodes gained capacity (the sum of their freed counters is unchanged)
         self.failed: list[tuple[int, int, int]] = []
         self.freed = 0
+        # whether the state's windows still hold this one (see window)
+        self.live = True
 
     def freed_now(self) -> int:
         """How often the window's nodes have gained capacity so far."""
@@ -202,10 +209,12 @@ def window(kind: PreemptionKind, a: Attempt) -> Window:
         ):
             got.added.clear()  # same candidates, same placements: keep what it learnt
             return got
+    if got is not None:
+        got.live = False  # replaced: changes need no longer reach it
     got = Window(state, picked, True)
     state.windows[key] = got
     for q, niq in groups:
-        state.window_groups.setdefault((q, a.pool, niq), []).append((key, got))
+        state.window_groups.setdefault((q, a.pool, niq), []).append(got)
     return got
 
 
@@ -356,6 +365,16 @@ def _best_node(
     return best
 
 
+def _largest(dev: list[int]) -> int:
+    """The largest free share of one device (0 without devices); compiled, a plain loop is
+    a native one, where max(dev, default=0) is a generic call."""
+    top = 0
+    for d in dev:
+        if d > top:
+            top = d
+    return top
+
+
 def _scan_nodes(
     kind: PreemptionKind, a: Attempt, win: Window, req: tuple[int, int, int]
 ) -> list[Entry] | None:
@@ -381,7 +400,7 @@ def _scan_nodes(
         if (
             g
             and node not in gpu_nodes
-            and (ns.full < need_full if g >= MILLI else not ns.full and max(ns.dev, default=0) < g)
+            and (ns.full < need_full if g >= MILLI else not ns.full and _largest(ns.dev) < g)
         ):
             continue
         dev = list(ns.dev)
@@ -389,7 +408,7 @@ def _scan_nodes(
         # what devices_on(dev, g) needs, kept up to date as victims free devices: the count
         # of whole free devices, and the largest free share of one device
         full = ns.full
-        top = MILLI if full else max(dev, default=0)
+        top = MILLI if full else _largest(dev)
         picked: list[Entry] = []
         for v in by_node[node]:
             if best is not None and len(picked) >= best_len:

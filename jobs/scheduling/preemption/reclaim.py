@@ -14,6 +14,8 @@ class Reclaim:
 
     def applies(self, a: Attempt) -> bool:
         """Only a preemptor that would run In Quota may reclaim."""
+        if a.entitled is not None:
+            return a.entitled
         return entitlement_gap(a.state, a.w, a.pool, a.count) is None
 
     def candidates(self, a: Attempt) -> list[tuple[str, bool]]:
