@@ -128,12 +128,12 @@ def scope_key(state: State, quota: str) -> str:
 
 def waiting_demand(state: State, waiting: list[Workload]) -> dict[tuple[str, str], dict[str, int]]:
     """(scope, pool) -> quota -> milli-GPU its waiting borrowers ask for, in every pool each
-    accepts."""
+    accepts (training, so all of its replicas)."""
     out: dict[tuple[str, str], dict[str, int]] = {}
     for w in waiting:
         if not may_borrow(w):
             continue
-        missing = w.request.gpu * (w.replicas - len(w.running))
+        missing = w.request.gpu * w.replicas
         for pool in pool_order(state, w):
             per = out.setdefault((scope_key(state, w.quota), pool), {})
             per[w.quota] = per.get(w.quota, 0) + missing

@@ -77,6 +77,9 @@ class Cycle:
         # cycle withdrawn because a workload ranking ahead of them needed their place
         self.evicted: list[Workload] = []
         self.displaced: list[Workload] = []
+        # replicas placed so far, and whether the labels changed within the round
+        self.placed = 0
+        self.relabelled = False
 
     def shares_for(self, quota: str, pool: str) -> tuple[Shares, dict[str, float]]:
         """Fair shares of the quota's scope in a pool, computed once per borrowing pass."""
@@ -185,6 +188,29 @@ class Cycle:
         self.displaced.append(v)
         self.waiting[v.name] = Outcome(reason=f"{by.name} took its place in this cycle")
 
+    def withdraw_out_of_quota(self, labels: dict[str, bool]) -> bool:
+        """Withdraw this cycle's admissions that may only run In Quota and were labelled Not
+        in Quota since (a workload ranking ahead took the room); they wait and are retried.
+
+        Such a job (idle none, a service, a notebook) must never start borrowed. One that
+        evicted someone keeps its place: its victims must not have been evicted for nothing.
+        """
+        state = self.state
+        out = False
+        for name in [n for n, ok in labels.items() if not ok and n in self.new]:
+            e = state.entries[name]
+            if may_borrow(e.w) or name in state.shielded:
+                continue
+            state.drop_new_replicas(e.w, len(e.placements) - len(self.new.pop(name)))
+            state.fresh.discard(name)
+            self.displaced.append(e.w)
+            self.waiting[name] = Outcome(
+                reason=f"{quota_label(e.w.quota)} has no room left In Quota for it after "
+                "workloads ranking ahead of it started in this cycle"
+            )
+            out = True
+        return out
+
     def _quota_reason(self, w: Workload, pool: str, count: int, gap: tuple[str, int, int]) -> str:
         """A sentence for a workload that cannot run In Quota in a pool."""
         head = describe_quota_block(self.state, w, pool, count, gap)
@@ -240,10 +266,14 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     for _ in range(MAX_ROUNDS):
         cycle.evicted.clear()
         cycle.displaced.clear()
+        cycle.relabelled = False
         _round(cycle, todo)
         classification, relabelled = reclassify(state)
+        relabelled = relabelled or cycle.relabelled
         if relabelled:
             cycle.epoch += 1  # new labels: searches that failed may succeed now
+            if cycle.withdraw_out_of_quota(classification):
+                classification, _ = reclassify(state)
         if not cycle.evicted and not cycle.displaced and not (relabelled and cycle.waiting):
             break
         for v in cycle.evicted:
@@ -285,18 +315,28 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
     """One pass of admissions: everything In Quota first, then borrowers on idle capacity."""
     waiting = cycle.waiting
     state = cycle.state
+    placed = cycle.placed
     for w in rank_order(state.tree, todo, state.now):
         out = _admit(cycle, w, False)
         if out is None:
             waiting.pop(w.name, None)
         else:
             waiting[w.name] = out
+    if cycle.placed != placed or cycle.evicted:
+        # Borrowing weighs what each quota borrows now: an In-Quota admission may have
+        # pushed a workload ranking after it Not in Quota, and a victim may have let
+        # another one in.
+        _, changed = reclassify(state)
+        if changed:
+            cycle.epoch += 1
+            cycle.relabelled = True
     borrowers = [w for w in todo if w.name in waiting and may_borrow(w)]
-    # Fair shares weigh what borrows now against what still waits to borrow, as the next
-    # cycle's fair-share reclaim will: borrowing admissions leave them unchanged (idle
-    # becomes borrowed), so what a borrower gets within its share it keeps.
+    # Fair shares weigh what borrows now against what still waits to borrow (this round's
+    # victims too: they are retried), as the next cycle's fair-share reclaim will:
+    # borrowing admissions leave them unchanged (idle becomes borrowed), so what a
+    # borrower gets within its share it keeps.
     cycle.shares.clear()
-    cycle.pending_borrow = waiting_demand(state, borrowers)
+    cycle.pending_borrow = waiting_demand(state, [*borrowers, *cycle.evicted])
     cycle.enforce_shares = True
     blocked = _borrow(cycle, borrowers)
     # Fair shares only order the borrowers; idle left over goes to whoever still fits.
@@ -353,19 +393,18 @@ def _admit(cycle: Cycle, w: Workload, borrow: bool) -> Outcome | None:
         out = cycle.attempt(w, missing, borrow)
         if out.placed is None:
             return out
-        _record(state, w, out.placed, cycle.new)
+        _record(cycle, w, out.placed)
         return None
     for _ in range(missing):
         out = cycle.attempt(w, 1, borrow)
         if out.placed is None:
             return out
-        _record(state, w, out.placed, cycle.new)
+        _record(cycle, w, out.placed)
     return None
 
 
-def _record(
-    state: State, w: Workload, placed: list[Choice], new: dict[str, list[Placement]]
-) -> None:
+def _record(cycle: Cycle, w: Workload, placed: list[Choice]) -> None:
     """Remember the new placements of w for the result."""
-    state.fresh.add(w.name)
-    new.setdefault(w.name, []).extend(Placement(n, d) for n, d in placed)
+    cycle.state.fresh.add(w.name)
+    cycle.placed += len(placed)
+    cycle.new.setdefault(w.name, []).extend(Placement(n, d) for n, d in placed)
