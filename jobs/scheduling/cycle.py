@@ -15,6 +15,7 @@ from .admission import (
     idle_gpu,
     max_gap,
     may_borrow,
+    over_min,
     pool_order,
     scope_key,
     waiting_demand,
@@ -77,8 +78,9 @@ class Cycle:
         # cycle withdrawn because a workload ranking ahead of them needed their place
         self.evicted: list[Workload] = []
         self.displaced: list[Workload] = []
-        # replicas placed so far, and whether the labels changed within the round
-        self.placed = 0
+        # whether an In-Quota victim was evicted in this round, and whether the labels
+        # changed within it
+        self.freed_in_quota = False
         self.relabelled = False
 
     def shares_for(self, quota: str, pool: str) -> tuple[Shares, dict[str, float]]:
@@ -163,6 +165,7 @@ class Cycle:
                 if victims:
                     self.epoch += 1
                 for v in victims:
+                    self.freed_in_quota = self.freed_in_quota or v.in_quota
                     if v.w.name in state.fresh:
                         self._displace(v.w, w)
                         continue
@@ -267,6 +270,7 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
         cycle.evicted.clear()
         cycle.displaced.clear()
         cycle.relabelled = False
+        cycle.freed_in_quota = False
         _round(cycle, todo)
         classification, relabelled = reclassify(state)
         relabelled = relabelled or cycle.relabelled
@@ -315,17 +319,16 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
     """One pass of admissions: everything In Quota first, then borrowers on idle capacity."""
     waiting = cycle.waiting
     state = cycle.state
-    placed = cycle.placed
     for w in rank_order(state.tree, todo, state.now):
         out = _admit(cycle, w, False)
         if out is None:
             waiting.pop(w.name, None)
         else:
             waiting[w.name] = out
-    if cycle.placed != placed or cycle.evicted:
-        # Borrowing weighs what each quota borrows now: an In-Quota admission may have
-        # pushed a workload ranking after it Not in Quota, and a victim may have let
-        # another one in.
+    if cycle.freed_in_quota or over_min(state):
+        # Borrowing weighs what each quota borrows now: an In-Quota admission took the
+        # room of a workload ranking after it (some subtree is over its min), or an
+        # In-Quota victim left room for a workload Not in Quota.
         _, changed = reclassify(state)
         if changed:
             cycle.epoch += 1
@@ -393,18 +396,19 @@ def _admit(cycle: Cycle, w: Workload, borrow: bool) -> Outcome | None:
         out = cycle.attempt(w, missing, borrow)
         if out.placed is None:
             return out
-        _record(cycle, w, out.placed)
+        _record(state, w, out.placed, cycle.new)
         return None
     for _ in range(missing):
         out = cycle.attempt(w, 1, borrow)
         if out.placed is None:
             return out
-        _record(cycle, w, out.placed)
+        _record(state, w, out.placed, cycle.new)
     return None
 
 
-def _record(cycle: Cycle, w: Workload, placed: list[Choice]) -> None:
+def _record(
+    state: State, w: Workload, placed: list[Choice], new: dict[str, list[Placement]]
+) -> None:
     """Remember the new placements of w for the result."""
-    cycle.state.fresh.add(w.name)
-    cycle.placed += len(placed)
-    cycle.new.setdefault(w.name, []).extend(Placement(n, d) for n, d in placed)
+    state.fresh.add(w.name)
+    new.setdefault(w.name, []).extend(Placement(n, d) for n, d in placed)
