@@ -344,11 +344,11 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
     blocked = _borrow(cycle, borrowers)
     # Fair shares only order the borrowers; idle left over goes to whoever still fits.
     cycle.enforce_shares = False
-    over = False
+    over: set[str] = set()  # pools where a quota now borrows beyond its share
     for w in blocked:
         if w.name in waiting and _admit(cycle, w, True) is None:
             waiting.pop(w.name, None)
-            over = True
+            over.update(state.nodes[p.node].pool for p in cycle.new[w.name])
     cycle.enforce_shares = True
     if over:
         # A quota now borrows beyond its fair share, so its borrowers are fair-share victims
@@ -356,7 +356,14 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
         # it would in the next cycle (new victims, so failed searches may succeed now).
         cycle.epoch += 1
         skip = {w.name for w in blocked}
-        _borrow(cycle, [w for w in borrowers if w.name in waiting and w.name not in skip])
+        _borrow(
+            cycle,
+            [
+                w
+                for w in borrowers
+                if w.name in waiting and w.name not in skip and any(p in over for p in w.pools)
+            ],
+        )
 
 
 def _borrow(cycle: Cycle, borrowers: list[Workload]) -> list[Workload]:
