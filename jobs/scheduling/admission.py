@@ -79,20 +79,6 @@ def entitlement_gap(
     return None
 
 
-def over_min(state: State) -> bool:
-    """Whether some subtree's In-Quota usage exceeds its min: an admission took the room of
-    workloads ranking after it, which the next classification labels Not in Quota."""
-    mins = state.tree.mins
-    for (quota, pool), u in state.inq.items():
-        limit = mins[quota].get(pool)
-        if limit is None:
-            if u[0] > 0:
-                return True
-        elif u[0] > limit[0] or (limit[1] and u[1] > limit[1]) or (limit[2] and u[2] > limit[2]):
-            return True
-    return False
-
-
 def max_gap(state: State, w: Workload, pool: str, count: int) -> tuple[str, int] | None:
     """None when every quota of the chain stays within its max; else (quota, max GPU)."""
     add = demand(w, count)

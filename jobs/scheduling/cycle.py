@@ -15,7 +15,6 @@ from .admission import (
     idle_gpu,
     max_gap,
     may_borrow,
-    over_min,
     pool_order,
     scope_key,
     waiting_demand,
@@ -78,10 +77,6 @@ class Cycle:
         # cycle withdrawn because a workload ranking ahead of them needed their place
         self.evicted: list[Workload] = []
         self.displaced: list[Workload] = []
-        # whether an In-Quota victim was evicted in this round, and whether the labels
-        # changed within it
-        self.freed_in_quota = False
-        self.relabelled = False
 
     def shares_for(self, quota: str, pool: str) -> tuple[Shares, dict[str, float]]:
         """Fair shares of the quota's scope in a pool, computed once per borrowing pass."""
@@ -165,7 +160,6 @@ class Cycle:
                 if victims:
                     self.epoch += 1
                 for v in victims:
-                    self.freed_in_quota = self.freed_in_quota or v.in_quota
                     if v.w.name in state.fresh:
                         self._displace(v.w, w)
                         continue
@@ -269,11 +263,8 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     for _ in range(MAX_ROUNDS):
         cycle.evicted.clear()
         cycle.displaced.clear()
-        cycle.relabelled = False
-        cycle.freed_in_quota = False
         _round(cycle, todo)
         classification, relabelled = reclassify(state)
-        relabelled = relabelled or cycle.relabelled
         if relabelled:
             cycle.epoch += 1  # new labels: searches that failed may succeed now
             if cycle.withdraw_out_of_quota(classification):
@@ -325,14 +316,6 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
             waiting.pop(w.name, None)
         else:
             waiting[w.name] = out
-    if cycle.freed_in_quota or over_min(state):
-        # Borrowing weighs what each quota borrows now: an In-Quota admission took the
-        # room of a workload ranking after it (some subtree is over its min), or an
-        # In-Quota victim left room for a workload Not in Quota.
-        _, changed = reclassify(state)
-        if changed:
-            cycle.epoch += 1
-            cycle.relabelled = True
     borrowers = [w for w in todo if w.name in waiting and may_borrow(w)]
     # Fair shares weigh what borrows now against what still waits to borrow (this round's
     # victims too: they are retried), as the next cycle's fair-share reclaim will:

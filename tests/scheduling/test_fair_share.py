@@ -2,86 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from jobs.scheduling.cycle import run_cycle
-from jobs.scheduling.types import MILLI, Node, Quota, Resources, Snapshot, Workload
+from jobs.scheduling.types import Snapshot
 
 from .builders import nodes, quota, snapshot, workload
 from .test_stability import two_cycles
-
-POOL = "a100"
-
-
-@st.composite
-def borrowing_clusters(draw: st.DrawFn) -> Snapshot:
-    """Teams under one root with idle capacity to lend, a running set started by a first
-    cycle, then a wave of new work: many borrowers competing for the same idle GPUs."""
-    node_count = draw(st.integers(2, 6))
-    gpus = draw(st.sampled_from((4, 8)))
-    nodes = tuple(Node(f"n{i}", POOL, gpus, 64_000, 262_144) for i in range(node_count))
-    total = node_count * gpus
-    quotas = [Quota("r", None, {POOL: Resources(total * MILLI)})]
-    room = {"r": total}
-    for t in range(draw(st.integers(2, 5))):
-        parent = draw(st.sampled_from(sorted(room)))
-        g = draw(st.integers(0, room[parent] // 2))
-        room[parent] -= g
-        room[f"t{t}"] = g
-        quotas.append(
-            Quota(
-                f"t{t}",
-                parent,
-                {POOL: Resources(g * MILLI)},
-                child_preemption=draw(st.booleans()),
-                weight=draw(st.sampled_from((None, 1.0, 2.0, 3.0))),
-                queue=draw(st.sampled_from(("priority", "fifo"))),
-            )
-        )
-    names = [q.name for q in quotas]
-
-    def wave(prefix: str, count: int, at: float) -> list[Workload]:
-        out = []
-        for i in range(count):
-            kind = draw(st.sampled_from(("training",) * 5 + ("inference", "interactive")))
-            out.append(
-                Workload(
-                    name=f"{prefix}{i}",
-                    quota=draw(st.sampled_from(names[1:] if kind == "training" else names)),
-                    kind=kind,
-                    replicas=draw(st.integers(1, 2)),
-                    request=Resources(draw(st.sampled_from((500, 1000, 2000, 4000, 8000)))),
-                    pools=(POOL,),
-                    priority=draw(st.integers(1, 9)),
-                    idle=draw(st.sampled_from(("none", "acceptable", "idle_only", "idle_only"))),
-                    submitted_at=at + i,
-                )
-            )
-        return out
-
-    first = wave("w", draw(st.integers(0, 24)), 0.0)
-    snap = Snapshot(100, nodes, tuple(quotas), tuple(first))
-    result = run_cycle(snap)
-    placed = {a.workload: a.placements for a in result.admitted}
-    running = [
-        replace(w, running=placed[w.name], started_at=100 + i, last_checkpoint_at=None)
-        for i, w in enumerate(first)
-        if w.name in placed
-    ]
-    later = wave("p", draw(st.integers(1, 24)), 200.0)
-    return Snapshot(1000, nodes, tuple(quotas), tuple(running + later))
-
-
-@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(borrowing_clusters())
-def test_fair_share_reclaim_never_evicts_what_the_cycle_before_admitted(snap: Snapshot) -> None:
-    first, second = two_cycles(snap)
-    admitted = {a.workload for a in first.admitted}
-    thrash = [p for p in second.preempted if p.workload in admitted and p.reason == "fair_share"]
-    assert not thrash, (first, second)
 
 
 def leftover_beyond_share() -> Snapshot:
