@@ -317,12 +317,11 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
         else:
             waiting[w.name] = out
     borrowers = [w for w in todo if w.name in waiting and may_borrow(w)]
-    # Fair shares weigh what borrows now against what still waits to borrow (this round's
-    # victims too: they are retried), as the next cycle's fair-share reclaim will:
-    # borrowing admissions leave them unchanged (idle becomes borrowed), so what a
-    # borrower gets within its share it keeps.
+    # Fair shares weigh what borrows now against what still waits to borrow, as the next
+    # cycle's fair-share reclaim will: borrowing admissions leave them unchanged (idle
+    # becomes borrowed), so what a borrower gets within its share it keeps.
     cycle.shares.clear()
-    cycle.pending_borrow = waiting_demand(state, [*borrowers, *cycle.evicted])
+    cycle.pending_borrow = waiting_demand(state, borrowers)
     cycle.enforce_shares = True
     blocked = _borrow(cycle, borrowers)
     # Fair shares only order the borrowers; idle left over goes to whoever still fits.
