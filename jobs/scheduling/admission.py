@@ -126,6 +126,20 @@ def scope_key(state: State, quota: str) -> str:
     return "*" if state.idle_scope == "pool" else state.tree.root[quota]
 
 
+def waiting_demand(state: State, waiting: list[Workload]) -> dict[tuple[str, str], dict[str, int]]:
+    """(scope, pool) -> quota -> milli-GPU its waiting borrowers ask for, in every pool each
+    accepts (training, so all of its replicas)."""
+    out: dict[tuple[str, str], dict[str, int]] = {}
+    for w in waiting:
+        if not may_borrow(w):
+            continue
+        missing = w.request.gpu * w.replicas
+        for pool in pool_order(state, w):
+            per = out.setdefault((scope_key(state, w.quota), pool), {})
+            per[w.quota] = per.get(w.quota, 0) + missing
+    return out
+
+
 def water_fill(total: float, demands: dict[str, float], weights: dict[str, float]) -> Shares:
     """Weighted max-min fair shares of total, capped by each demand."""
     shares: Shares = {}

@@ -17,6 +17,7 @@ from .admission import (
     may_borrow,
     pool_order,
     scope_key,
+    waiting_demand,
 )
 from .classify import reclassify, relabel_entries
 from .placement import Choice, explain_no_fit, place_replicas
@@ -78,7 +79,7 @@ class Cycle:
         self.displaced: list[Workload] = []
 
     def shares_for(self, quota: str, pool: str) -> tuple[Shares, dict[str, float]]:
-        """Fair shares of the quota's scope in a pool, computed once per cycle."""
+        """Fair shares of the quota's scope in a pool, computed once per borrowing pass."""
         key = (scope_key(self.state, quota), pool)
         got = self.shares.get(key)
         if got is None:
@@ -189,6 +190,29 @@ class Cycle:
         self.displaced.append(v)
         self.waiting[v.name] = Outcome(reason=f"{by.name} took its place in this cycle")
 
+    def withdraw_out_of_quota(self, labels: dict[str, bool]) -> bool:
+        """Withdraw this cycle's admissions that may only run In Quota and were labelled Not
+        in Quota since (a workload ranking ahead took the room); they wait and are retried.
+
+        Such a job (idle none, a service, a notebook) must never start borrowed. One that
+        evicted someone keeps its place: its victims must not have been evicted for nothing.
+        """
+        state = self.state
+        out = False
+        for name in [n for n, ok in labels.items() if not ok and n in self.new]:
+            e = state.entries[name]
+            if may_borrow(e.w) or name in state.shielded:
+                continue
+            state.drop_new_replicas(e.w, len(e.placements) - len(self.new.pop(name)))
+            state.fresh.discard(name)
+            self.displaced.append(e.w)
+            self.waiting[name] = Outcome(
+                reason=f"{quota_label(e.w.quota)} has no room left In Quota for it after "
+                "workloads ranking ahead of it started in this cycle"
+            )
+            out = True
+        return out
+
     def _quota_reason(self, w: Workload, pool: str, count: int, gap: tuple[str, int, int]) -> str:
         """A sentence for a workload that cannot run In Quota in a pool."""
         head = describe_quota_block(self.state, w, pool, count, gap)
@@ -233,13 +257,6 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     # 3. Classify the running set by the central rule.
     labels = relabel_entries(state)
     cycle = Cycle(state)
-    for w in queue:
-        if may_borrow(w):
-            for pool in pool_order(state, w):
-                key = (scope_key(state, w.quota), pool)
-                per = cycle.pending_borrow.setdefault(key, {})
-                missing = w.replicas - len(w.running)
-                per[w.quota] = per.get(w.quota, 0) + w.request.gpu * missing
     # 4-6. Admit, place and preempt, one workload at a time in queue order, in rounds: a
     # round's victims and displaced admissions are retried in the next one, and so is every
     # workload still waiting once the round's admissions changed a running workload's label
@@ -254,6 +271,8 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
         labels, relabelled = reclassify(state, labels)
         if relabelled:
             cycle.epoch += 1  # new labels: searches that failed may succeed now
+            if cycle.withdraw_out_of_quota(classification):
+                classification, _ = reclassify(state)
         if not cycle.evicted and not cycle.displaced and not (relabelled and cycle.waiting):
             break
         for v in cycle.evicted:
@@ -295,8 +314,6 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
 def _round(cycle: Cycle, todo: list[Workload]) -> None:
     """One pass of admissions: everything In Quota first, then borrowers on idle capacity."""
     waiting = cycle.waiting
-    retry: list[Workload] = []
-    cycle.enforce_shares = True
     state = cycle.state
     for w in rank_order(state.tree, todo, state.now):
         out = _admit(cycle, w, False)
@@ -304,22 +321,54 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
             waiting.pop(w.name, None)
         else:
             waiting[w.name] = out
-    for w in todo:
+    borrowers = [w for w in todo if w.name in waiting and may_borrow(w)]
+    # Fair shares weigh what borrows now against what still waits to borrow, as the next
+    # cycle's fair-share reclaim will: borrowing admissions leave them unchanged (idle
+    # becomes borrowed), so what a borrower gets within its share it keeps.
+    cycle.shares.clear()
+    cycle.pending_borrow = waiting_demand(state, borrowers)
+    cycle.enforce_shares = True
+    blocked = _borrow(cycle, borrowers)
+    # Fair shares only order the borrowers; idle left over goes to whoever still fits.
+    cycle.enforce_shares = False
+    over: set[str] = set()  # pools where a quota now borrows beyond its share
+    for w in blocked:
+        if w.name in waiting and _admit(cycle, w, True) is None:
+            waiting.pop(w.name, None)
+            over.update(state.nodes[p.node].pool for p in cycle.new[w.name])
+    cycle.enforce_shares = True
+    if over:
+        # A quota now borrows beyond its fair share, so its borrowers are fair-share victims
+        # of a borrower below its share that found no room: that one gets its turn now, as
+        # it would in the next cycle (new victims, so failed searches may succeed now).
+        cycle.epoch += 1
+        skip = {w.name for w in blocked}
+        _borrow(
+            cycle,
+            [
+                w
+                for w in borrowers
+                if w.name in waiting and w.name not in skip and any(p in over for p in w.pools)
+            ],
+        )
+
+
+def _borrow(cycle: Cycle, borrowers: list[Workload]) -> list[Workload]:
+    """Admit what fits of each waiting borrower within its fair share; the ones it blocked."""
+    waiting = cycle.waiting
+    blocked: list[Workload] = []
+    for w in borrowers:
         first = waiting.get(w.name)
-        if first is None or not may_borrow(w):
+        if first is None:
             continue
         out = _admit(cycle, w, True)
         if out is None:
             waiting.pop(w.name, None)
             continue
         if out.fair_blocked:
-            retry.append(w)
+            blocked.append(w)
         waiting[w.name] = _merge(first, out)
-    # Fair shares only order the borrowers; idle left over goes to whoever still fits.
-    cycle.enforce_shares = False
-    for w in retry:
-        if w.name in waiting and _admit(cycle, w, True) is None:
-            waiting.pop(w.name, None)
+    return blocked
 
 
 def _merge(first: Outcome, second: Outcome) -> Outcome:
