@@ -190,7 +190,7 @@ class Cycle:
         self.displaced.append(v)
         self.waiting[v.name] = Outcome(reason=f"{by.name} took its place in this cycle")
 
-    def withdraw_out_of_quota(self, labels: dict[str, bool]) -> bool:
+    def withdraw_out_of_quota(self) -> bool:
         """Withdraw this cycle's admissions that may only run In Quota and were labelled Not
         in Quota since (a workload ranking ahead took the room); they wait and are retried.
 
@@ -199,9 +199,9 @@ class Cycle:
         """
         state = self.state
         out = False
-        for name in [n for n, ok in labels.items() if not ok and n in self.new]:
-            e = state.entries[name]
-            if may_borrow(e.w) or name in state.shielded:
+        for name in list(self.new):
+            e = state.entries.get(name)
+            if e is None or e.in_quota or may_borrow(e.w) or name in state.shielded:
                 continue
             state.drop_new_replicas(e.w, len(e.placements) - len(self.new.pop(name)))
             state.fresh.discard(name)
@@ -271,8 +271,8 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
         labels, relabelled = reclassify(state, labels)
         if relabelled:
             cycle.epoch += 1  # new labels: searches that failed may succeed now
-            if cycle.withdraw_out_of_quota(classification):
-                classification, _ = reclassify(state)
+            if cycle.withdraw_out_of_quota():
+                labels, _ = reclassify(state, labels)
         if not cycle.evicted and not cycle.displaced and not (relabelled and cycle.waiting):
             break
         for v in cycle.evicted:
