@@ -51,6 +51,7 @@ def visible_workspace_ids(user: Any) -> list[int] | None:
         return [pk for (pk,) in cursor.fetchall()]
 
 
+@cache
 def _visible_sql() -> str:
     """Workspaces on which a permission is granted to a user, directly or through a group.
 
@@ -58,19 +59,26 @@ def _visible_sql() -> str:
     the object by its pk as text. Parameters: content type, codename, user, twice.
     """
     workspaces = Workspace._meta.db_table
+    granted = _grants_sql("o.object_pk", "o.content_type_id = %s AND p.codename = %s")
+    return f"SELECT w.id FROM {workspaces} w WHERE CAST(w.id AS text) IN ({granted}) ORDER BY w.id"
+
+
+def _grants_sql(column: str, condition: str) -> str:
+    """`column` of guardian's object permissions meeting `condition` that a user holds,
+    directly or through a group (``o`` the grant, ``p`` its permission); the user's id is a
+    parameter after each half's `condition` parameters.
+    """
     direct = UserObjectPermission._meta.db_table
     grouped = GroupObjectPermission._meta.db_table
     permission = Permission._meta.db_table
     members = get_user_model().groups.through._meta.db_table
     return (
-        f"SELECT w.id FROM {workspaces} w WHERE CAST(w.id AS text) IN ("
-        f"SELECT o.object_pk FROM {direct} o JOIN {permission} p ON p.id = o.permission_id"
-        " WHERE p.content_type_id = %s AND p.codename = %s AND o.user_id = %s"
-        f" UNION SELECT o.object_pk FROM {grouped} o JOIN {permission} p"
+        f"SELECT {column} FROM {direct} o JOIN {permission} p ON p.id = o.permission_id"
+        f" WHERE {condition} AND o.user_id = %s"
+        f" UNION SELECT {column} FROM {grouped} o JOIN {permission} p"
         " ON p.id = o.permission_id"
         f" JOIN {members} m ON m.group_id = o.group_id"
-        " WHERE p.content_type_id = %s AND p.codename = %s AND m.user_id = %s)"
-        " ORDER BY w.id"
+        f" WHERE {condition} AND m.user_id = %s"
     )
 
 
@@ -238,18 +246,7 @@ def _object_perms_sql() -> str:
     more CPU than the database spends answering it, on every submit. Parameters: content
     type, object pk, user, twice.
     """
-    direct = UserObjectPermission._meta.db_table
-    grouped = GroupObjectPermission._meta.db_table
-    permission = Permission._meta.db_table
-    members = get_user_model().groups.through._meta.db_table
-    return (
-        f"SELECT p.codename FROM {direct} o JOIN {permission} p ON p.id = o.permission_id"
-        " WHERE o.content_type_id = %s AND o.object_pk = %s AND o.user_id = %s"
-        f" UNION SELECT p.codename FROM {grouped} o JOIN {permission} p"
-        " ON p.id = o.permission_id"
-        f" JOIN {members} m ON m.group_id = o.group_id"
-        " WHERE o.content_type_id = %s AND o.object_pk = %s AND m.user_id = %s"
-    )
+    return _grants_sql("p.codename", "o.content_type_id = %s AND o.object_pk = %s")
 
 
 class WorkspaceAccess:
