@@ -176,8 +176,7 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
                 int(_COUNTED.rows(*values, shape=shape)[0]["n"]),
             )
         rows = self.paginate_queryset(cast(Any, page))
-        if rows is None:
-            rows = page.rows(0, None)
+        assert rows is not None  # every list is paginated (REST_FRAMEWORK's PAGE_SIZE)
         return self.get_paginated_response(build_workloads(rows, shown, s.PodSerializer))
 
     def get_serializer_class(self) -> Any:
