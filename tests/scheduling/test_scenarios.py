@@ -515,3 +515,28 @@ def test_work_lost_counts_gpu_seconds_since_checkpoint() -> None:
     result = _run(lambda: mission(True))
     lost = {p.workload: p.work_lost_gpu_seconds for p in result.preempted}
     assert lost["c0"] == 8 * (1000 - 50)
+
+
+def cheap_borrowers() -> Snapshot:
+    """The owner wants 8 GPUs back from a borrower's 8-GPU job on n1, while 80 newer borrowed
+    half-GPU jobs filling n2-n6 rank before it as cheaper victims."""
+    ws = [workload("big").quota("borrower").gpus(8).started(10).on("n1")]
+    for i in range(80):  # freeing a whole node of these takes 16 victims
+        node = f"n{i // 16 + 2}"
+        ws.append(workload(f"half{i}").quota("borrower").gpus(0.5).started(500 + i).on(node))
+    ws.append(workload("owner").quota("owner").gpus(8).submitted(900))
+    return snapshot(
+        nodes(6),
+        [quota("owner").min(gpu=48), quota("borrower")],
+        ws,
+    )
+
+
+def test_reclaim_looks_past_cheaper_victims_that_free_no_whole_gpu() -> None:
+    # The cheap ones must not fill the bounded victim window: the owner takes n1 back by
+    # evicting one job, not 16 half-GPU ones (or none, failing, with a few more of them).
+    result = _run(cheap_borrowers)
+    adm = {a.workload: a for a in result.admitted}
+    assert adm["owner"].in_quota
+    assert adm["owner"].placements[0].node == "n1"
+    assert [(p.workload, p.reason) for p in result.preempted] == [("big", "reclaim")]
