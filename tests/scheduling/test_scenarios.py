@@ -540,3 +540,21 @@ def test_reclaim_looks_past_cheaper_victims_that_free_no_whole_gpu() -> None:
     assert adm["owner"].in_quota
     assert adm["owner"].placements[0].node == "n1"
     assert [(p.workload, p.reason) for p in result.preempted] == [("big", "reclaim")]
+
+
+def test_reclaim_frees_cpu_held_by_cpu_only_borrowers_for_a_gpu_job() -> None:
+    # n1's GPUs are free but its CPU is all borrowed by CPU-only jobs: the owner's GPU job
+    # takes the CPU back rather than waiting, though those victims free no GPU.
+    ws = [
+        workload(f"cpu{i}").quota("borrower").gpus(0).cpu(8_000).started(100 + i).on("n1")
+        for i in range(12)
+    ]
+    ws.append(workload("owner").quota("owner").gpus(8).cpu(8_000).submitted(900))
+    result = _run(
+        lambda: snapshot(
+            nodes(1), [quota("owner").min(gpu=8, cpu=88_000), quota("borrower").min(cpu=8_000)], ws
+        )
+    )
+    adm = {a.workload: a for a in result.admitted}
+    assert adm["owner"].in_quota
+    assert [(p.workload, p.reason) for p in result.preempted] == [("cpu11", "reclaim")]

@@ -135,10 +135,10 @@ def _eligible(a: Attempt, ordered: Iterable[Entry]) -> Iterator[Entry]:
 def fill(picked: list[Entry], cands: Iterable[Entry], g: int) -> bool:
     """Append candidates until they weigh NODE_SCAN; whether they reached it.
 
-    For a request of g > 0 milli-GPU, candidates holding no GPU are left out (they free no
-    device) and, for whole devices, a fractional one weighs its share: the cheap ones must
-    not crowd out of the window every victim that could free the devices the request needs
-    (a reclaim then failed one cycle, or freed a node of 16 victims instead of one).
+    For a request of g > 0 milli-GPU, a candidate holding no GPU weighs 1/16 (it frees only
+    CPU and memory) and, for whole devices, a fractional one weighs its share: the cheap ones
+    must not crowd out of the window every victim that could free the devices the request
+    needs (a reclaim then failed one cycle, or freed a node of 16 victims instead of one).
     """
     limit = NODE_SCAN * MILLI
     n = 0
@@ -147,11 +147,8 @@ def fill(picked: list[Entry], cands: Iterable[Entry], g: int) -> bool:
     if n >= limit:
         return True
     for e in cands:
-        vg = e.req[0]
-        if g and not vg:
-            continue
         picked.append(e)
-        n += _weight(vg, g)
+        n += _weight(e.req[0], g)
         if n >= limit:
             return True
     return False
@@ -159,6 +156,8 @@ def fill(picked: list[Entry], cands: Iterable[Entry], g: int) -> bool:
 
 def _weight(vg: int, g: int) -> int:
     """A candidate holding vg milli-GPU, in a window for a request of g (see fill)."""
+    if g and not vg:
+        return MILLI // 16
     return vg if vg < MILLI and g >= MILLI else MILLI
 
 
