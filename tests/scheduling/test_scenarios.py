@@ -515,3 +515,46 @@ def test_work_lost_counts_gpu_seconds_since_checkpoint() -> None:
     result = _run(lambda: mission(True))
     lost = {p.workload: p.work_lost_gpu_seconds for p in result.preempted}
     assert lost["c0"] == 8 * (1000 - 50)
+
+
+def cheap_borrowers() -> Snapshot:
+    """The owner wants 8 GPUs back from a borrower's 8-GPU job on n1, while 80 newer borrowed
+    half-GPU jobs filling n2-n6 rank before it as cheaper victims."""
+    ws = [workload("big").quota("borrower").gpus(8).started(10).on("n1")]
+    for i in range(80):  # freeing a whole node of these takes 16 victims
+        node = f"n{i // 16 + 2}"
+        ws.append(workload(f"half{i}").quota("borrower").gpus(0.5).started(500 + i).on(node))
+    ws.append(workload("owner").quota("owner").gpus(8).submitted(900))
+    return snapshot(
+        nodes(6),
+        [quota("owner").min(gpu=48), quota("borrower")],
+        ws,
+    )
+
+
+def test_reclaim_looks_past_cheaper_victims_that_free_no_whole_gpu() -> None:
+    # The cheap ones must not fill the bounded victim window: the owner takes n1 back by
+    # evicting one job, not 16 half-GPU ones (or none, failing, with a few more of them).
+    result = _run(cheap_borrowers)
+    adm = {a.workload: a for a in result.admitted}
+    assert adm["owner"].in_quota
+    assert adm["owner"].placements[0].node == "n1"
+    assert [(p.workload, p.reason) for p in result.preempted] == [("big", "reclaim")]
+
+
+def test_reclaim_frees_cpu_held_by_cpu_only_borrowers_for_a_gpu_job() -> None:
+    # n1's GPUs are free but its CPU is all borrowed by CPU-only jobs: the owner's GPU job
+    # takes the CPU back rather than waiting, though those victims free no GPU.
+    ws = [
+        workload(f"cpu{i}").quota("borrower").gpus(0).cpu(8_000).started(100 + i).on("n1")
+        for i in range(12)
+    ]
+    ws.append(workload("owner").quota("owner").gpus(8).cpu(8_000).submitted(900))
+    result = _run(
+        lambda: snapshot(
+            nodes(1), [quota("owner").min(gpu=8, cpu=88_000), quota("borrower").min(cpu=8_000)], ws
+        )
+    )
+    adm = {a.workload: a for a in result.admitted}
+    assert adm["owner"].in_quota
+    assert [(p.workload, p.reason) for p in result.preempted] == [("cpu11", "reclaim")]

@@ -15,7 +15,8 @@ from ..types import MILLI, Workload
 
 VictimKey = tuple[int, bool, float, float, str]
 _KEY = attrgetter("key")  # the victim key once set, without a Python-level call
-NODE_SCAN = 48  # best candidates whose nodes are examined per replica; bounds the search
+# best candidates whose nodes are examined per replica; bounds the search (see fill)
+NODE_SCAN = 48
 # kinds whose allowed() never changes within a cycle (it reads only the victim's label), so
 # a failed best-node search over the same window and node capacities fails again
 STATIC_ALLOWED = frozenset(("reclaim", "child_preemption", "priority"))
@@ -131,6 +132,35 @@ def _eligible(a: Attempt, ordered: Iterable[Entry]) -> Iterator[Entry]:
         yield e
 
 
+def fill(picked: list[Entry], cands: Iterable[Entry], g: int) -> bool:
+    """Append candidates until they weigh NODE_SCAN; whether they reached it.
+
+    For a request of g > 0 milli-GPU, a candidate holding no GPU weighs 1/16 (it frees only
+    CPU and memory) and, for whole devices, a fractional one weighs its share: the cheap ones
+    must not crowd out of the window every victim that could free the devices the request
+    needs (a reclaim then failed one cycle, or freed a node of 16 victims instead of one).
+    """
+    limit = NODE_SCAN * MILLI
+    n = 0
+    for e in picked:
+        n += _weight(e.req[0], g)
+    if n >= limit:
+        return True
+    for e in cands:
+        picked.append(e)
+        n += _weight(e.req[0], g)
+        if n >= limit:
+            return True
+    return False
+
+
+def _weight(vg: int, g: int) -> int:
+    """A candidate holding vg milli-GPU, in a window for a request of g (see fill)."""
+    if g and not vg:
+        return MILLI // 16
+    return vg if vg < MILLI and g >= MILLI else MILLI
+
+
 class Window:
     """The first candidates of a victim stream, grouped by the nodes they run on."""
 
@@ -147,12 +177,12 @@ class Window:
         "live",
     )
 
-    def __init__(self, state: State, entries: list[Entry], cached: bool) -> None:
+    def __init__(self, state: State, entries: list[Entry], full: bool, cached: bool) -> None:
         self.cached = cached
         self.entries = entries
         # the victim key of the last candidate when the window is full: changes to entries
         # that sort after it cannot change the window (None: any change can)
-        self.last = state.victim_key(entries[-1]) if len(entries) == NODE_SCAN else None
+        self.last = state.victim_key(entries[-1]) if full else None
         # candidates that changed since (evicted, restored, started, shielded) and rank
         # no later than `last`: the window is repaired from them (see window)
         self.added: list[Entry] = []
@@ -186,23 +216,27 @@ class Window:
 
 
 def window(kind: PreemptionKind, a: Attempt) -> Window:
-    """The first NODE_SCAN candidates of the stream, cached until a change reaches them."""
+    """The stream's first candidates weighing NODE_SCAN (see fill), cached until a change
+    reaches them."""
     state = a.state
     me = a.w.name
+    g = a.w.request.gpu
+    shape = 0 if not g else (1 if g < MILLI else 2)  # all that fill reads of the request
     groups = tuple(kind.candidates(a))
-    key = (a.pool, groups, a.below, me if me in state.entries else None)
+    key = (a.pool, groups, a.below, me if me in state.entries else None, shape)
     got = state.windows.get(key)
     if got is not None and not got.added:
         return got
+    picked: list[Entry] = []
     if got is None or len(got.added) > NODE_SCAN:
-        picked = list(islice(stream(kind, a), NODE_SCAN))
+        full = fill(picked, stream(kind, a), g)
     else:
         # Every candidate ranking up to the old last one that may have changed is in the
         # old window or among the changed ones; what they lack follows the old last.
         run = {id(e): e for e in (*got.entries, *got.added) if e.key is not None}
-        picked = list(islice(_eligible(a, sorted(run.values(), key=_KEY)), NODE_SCAN))
-        if len(picked) < NODE_SCAN and got.last is not None:
-            picked.extend(islice(stream(kind, a, got.last), NODE_SCAN - len(picked)))
+        full = fill(picked, _eligible(a, sorted(run.values(), key=_KEY)), g)
+        if not full and got.last is not None:
+            full = fill(picked, stream(kind, a, got.last), g)
         changed = {id(e) for e in got.added}
         if len(picked) == len(got.entries) and all(
             x is y and id(x) not in changed for x, y in zip(picked, got.entries, strict=True)
@@ -211,7 +245,7 @@ def window(kind: PreemptionKind, a: Attempt) -> Window:
             return got
     if got is not None:
         got.live = False  # replaced: changes need no longer reach it
-    got = Window(state, picked, True)
+    got = Window(state, picked, full, True)
     state.windows[key] = got
     for q, niq in groups:
         state.window_groups.setdefault((q, a.pool, niq), []).append(got)
@@ -263,8 +297,10 @@ def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry],
     # later removals only make candidates ineligible). After evictions the window is
     # refilled only if another replica needs a node freed.
     rest: Iterator[Entry] | None = None  # the stream after the window
+    g = w.request.gpu
     if cands is not None:
-        win = Window(state, list(islice(cands, NODE_SCAN)), False)
+        picked: list[Entry] = []
+        win = Window(state, picked, fill(picked, cands, g), False)
         rest = cands
     else:
         win = window(kind, a)
@@ -279,8 +315,7 @@ def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry],
                 if rest is None:
                     rest = stream(kind, a, state.victim_key(win.entries[-1]))
                 remaining = [e for e in win.entries if state.entries.get(e.w.name) is e]
-                remaining.extend(islice(rest, NODE_SCAN - len(remaining)))
-                win = Window(state, remaining, False)
+                win = Window(state, remaining, fill(remaining, rest, g), False)
             victims = _best_node(kind, a, win, req)
             if victims is None:
                 fail()
