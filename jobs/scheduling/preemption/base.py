@@ -15,8 +15,10 @@ from ..types import MILLI, Workload
 
 VictimKey = tuple[int, bool, float, float, str]
 _KEY = attrgetter("key")  # the victim key once set, without a Python-level call
-# best candidates whose nodes are examined per replica; bounds the search (see fill)
+# the best candidates whose nodes are examined per replica bound the search: they weigh
+# NODE_SCAN whole-GPU candidates, and number at most WINDOW_MAX however light (see fill)
 NODE_SCAN = 48
+WINDOW_MAX = 4 * NODE_SCAN
 # kinds whose allowed() never changes within a cycle (it reads only the victim's label), so
 # a failed best-node search over the same window and node capacities fails again
 STATIC_ALLOWED = frozenset(("reclaim", "child_preemption", "priority"))
@@ -133,7 +135,7 @@ def _eligible(a: Attempt, ordered: Iterable[Entry]) -> Iterator[Entry]:
 
 
 def fill(picked: list[Entry], cands: Iterable[Entry], g: int) -> bool:
-    """Append candidates until they weigh NODE_SCAN; whether they reached it.
+    """Append candidates until they weigh NODE_SCAN or number WINDOW_MAX; whether they did.
 
     For a request of g > 0 milli-GPU, a candidate holding no GPU weighs 1/16 (it frees only
     CPU and memory) and, for whole devices, a fractional one weighs its share: the cheap ones
@@ -144,12 +146,12 @@ def fill(picked: list[Entry], cands: Iterable[Entry], g: int) -> bool:
     n = 0
     for e in picked:
         n += _weight(e.req[0], g)
-    if n >= limit:
+    if n >= limit or len(picked) >= WINDOW_MAX:
         return True
     for e in cands:
         picked.append(e)
         n += _weight(e.req[0], g)
-        if n >= limit:
+        if n >= limit or len(picked) >= WINDOW_MAX:
             return True
     return False
 
