@@ -18,7 +18,7 @@ _KEY = attrgetter("key")  # the victim key once set, without a Python-level call
 # the best candidates whose nodes are examined per replica bound the search: they weigh
 # NODE_SCAN whole-GPU candidates, and number at most WINDOW_MAX however light (see fill)
 NODE_SCAN = 48
-WINDOW_MAX = 4 * NODE_SCAN
+WINDOW_MAX = 2 * NODE_SCAN
 # kinds whose allowed() never changes within a cycle (it reads only the victim's label), so
 # a failed best-node search over the same window and node capacities fails again
 STATIC_ALLOWED = frozenset(("reclaim", "child_preemption", "priority"))
