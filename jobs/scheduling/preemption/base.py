@@ -137,10 +137,11 @@ def _eligible(a: Attempt, ordered: Iterable[Entry]) -> Iterator[Entry]:
 def fill(picked: list[Entry], cands: Iterable[Entry], g: int) -> bool:
     """Append candidates until they weigh NODE_SCAN or number WINDOW_MAX; whether they did.
 
-    For a request of g > 0 milli-GPU, a candidate holding no GPU weighs 1/16 (it frees only
-    CPU and memory) and, for whole devices, a fractional one weighs its share: the cheap ones
-    must not crowd out of the window every victim that could free the devices the request
-    needs (a reclaim then failed one cycle, or freed a node of 16 victims instead of one).
+    For a request of whole devices, a candidate holding a fraction of one weighs its share:
+    the cheap ones must not crowd out of the window every victim that could free the devices
+    the request needs (a reclaim then failed one cycle, or freed a node of 16 victims instead
+    of one). Candidates holding no GPU weigh in full: they free CPU and memory only, and
+    weighed lighter they made the search slower and the evictions more (cycle bench).
     """
     limit = NODE_SCAN * MILLI
     n = 0
@@ -158,9 +159,7 @@ def fill(picked: list[Entry], cands: Iterable[Entry], g: int) -> bool:
 
 def _weight(vg: int, g: int) -> int:
     """A candidate holding vg milli-GPU, in a window for a request of g (see fill)."""
-    if g and not vg:
-        return MILLI // 16
-    return vg if vg < MILLI and g >= MILLI else MILLI
+    return vg if 0 < vg < MILLI <= g else MILLI
 
 
 class Window:
@@ -223,9 +222,9 @@ def window(kind: PreemptionKind, a: Attempt) -> Window:
     state = a.state
     me = a.w.name
     g = a.w.request.gpu
-    shape = 0 if not g else (1 if g < MILLI else 2)  # all that fill reads of the request
+    whole = g >= MILLI  # all that fill reads of the request
     groups = tuple(kind.candidates(a))
-    key = (a.pool, groups, a.below, me if me in state.entries else None, shape)
+    key = (a.pool, groups, a.below, me if me in state.entries else None, whole)
     got = state.windows.get(key)
     if got is not None and not got.added:
         return got
