@@ -17,7 +17,7 @@ from django.contrib.auth.backends import ModelBackend
 from django.db.models import QuerySet
 from rest_framework.authentication import TokenAuthentication
 
-from console.statements import Statement
+from console.statements import Statement, columns
 
 
 def _token_and_user(shape: tuple[str, ...], key: str) -> QuerySet[Any]:
@@ -39,12 +39,12 @@ class CompiledTokenAuthentication(TokenAuthentication):
         from rest_framework.authtoken.models import Token
 
         user_model = get_user_model()
-        columns = tuple(f.attname for f in user_model._meta.concrete_fields)
-        found = _TOKEN_AND_USER.rows(key, shape=columns)
+        names = columns(user_model)
+        found = _TOKEN_AND_USER.rows(key, shape=names)
         if not found or not found[0]["user__is_active"]:
             return super().authenticate_credentials(key)  # refuses in DRF's own words
         row = found[0]
-        user = user_model.from_db("default", columns, [row[f"user__{c}"] for c in columns])
+        user = user_model.from_db("default", names, [row[f"user__{c}"] for c in names])
         token = Token.from_db(
             "default", ("key", "user_id", "created"), (row["key"], user.pk, row["created"])
         )

@@ -22,17 +22,19 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Func, IntegerField, QuerySet
+from django.db.models import Func, IntegerField, Model, QuerySet
 from django.db.models.sql.compiler import SQLCompiler
 
 # Every row of a filtered set as one group, as QuerySet.count() counts them (a Count would
 # make values() group by every column).
 ROWS = Func(template="COUNT(*)", output_field=IntegerField())
+
+M = TypeVar("M", bound=Model)
 
 _FIRST_STAND_IN = 7_317_731_773_177_000
 # Shapes kept per statement and connection (a list's filters, a page's number of rows…).
@@ -99,6 +101,17 @@ def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
     if len(a) != len(b):
         return False
     return all(type(x) is type(y) and x == y for x, y in zip(a, b, strict=True))
+
+
+def columns(model: type[Model]) -> tuple[str, ...]:
+    """A model's concrete columns by attname, in field order: the rows ``loaded`` takes."""
+    return tuple(f.attname for f in model._meta.concrete_fields)
+
+
+def loaded(model: type[M], rows: list[dict[str, Any]], using: str = "default") -> list[M]:
+    """Instances from rows of every column (``columns(model)``), as a queryset loads them."""
+    names = columns(model)
+    return [model.from_db(using, names, tuple(row[n] for n in names)) for row in rows]
 
 
 class Statement:

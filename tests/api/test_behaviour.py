@@ -144,6 +144,29 @@ def test_job_errors_name_the_field_with_the_domain_message(api: Any, bob: Any) -
     assert response.status_code == 400 and "workspace" in response.json()
 
 
+def test_submit_resolves_workspace_node_pools_and_name_or_names_the_field(
+    api: Any, bob: Any
+) -> None:
+    client = api(bob)
+    base = {"workspace": "workspace_b", "name": "resolve", "gpu": 1}
+    unknown = "Object with name=%s does not exist."
+    for workspace in ("nope", "workspace_a"):  # another team's workspace does not exist for bob
+        response = client.post("/api/v1/jobs/", {**base, "workspace": workspace}, format="json")
+        assert response.status_code == 400
+        assert response.json() == {"workspace": [unknown % workspace]}
+    response = client.post("/api/v1/jobs/", {**base, "workspace": 7}, format="json")
+    assert response.status_code == 400 and response.json() == {"workspace": [unknown % 7]}
+    response = client.post("/api/v1/jobs/", {**base, "node_pools": ["H100"]}, format="json")
+    assert response.status_code == 400
+    assert response.json() == {"node_pools": ["No node pool named H100 for Quota 1.1."]}
+    response = client.post("/api/v1/jobs/", {**base, "node_pools": [NP]}, format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["node_pools"] == [NP]
+    again = client.post("/api/v1/jobs/", base, format="json")
+    assert again.status_code == 400
+    assert again.json() == {"name": ["workspace_b already has a workload named resolve."]}
+
+
 def test_lists_filter_by_workspace_status_quota_and_owner(
     api: Any, admin: Any, bob: Any, carol: Any, clock: Any
 ) -> None:
