@@ -18,7 +18,6 @@ database or the request may end up in the SQL.
 
 from __future__ import annotations
 
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -36,7 +35,12 @@ ROWS = Func(template="COUNT(*)", output_field=IntegerField())
 
 M = TypeVar("M", bound=Model)
 
-_FIRST_STAND_IN = 7_317_731_773_177_000
+# Stand-ins for whole numbers fit a 32-bit column (PostgreSQL's integer refuses larger ones
+# while compiling); text ones hold what a lookup that rewrites text would change (LIKE's
+# wildcards and escape, upper case), so such a lookup finds no slot and is never reused.
+_FIRST_STAND_IN = 2_131_773_177
+# A connection wrapper's own attribute: its compiled SQL per statement, gone with it.
+_ON_CONNECTION = "tidepool_statements"
 # Shapes kept per statement and connection (a list's filters, a page's number of rows…).
 KEPT = 256
 
@@ -77,7 +81,7 @@ def _stand_in(index: int, value: Any) -> Any:
     number = _FIRST_STAND_IN + index
     if isinstance(value, int):
         return number
-    return str(number) if _numeric(value) else f"\x00stand-in {number}\x00"
+    return str(number) if _numeric(value) else f"\x00Stand-in %_\\ {number}\x00"
 
 
 def _slot(param: Any, stand_ins: Sequence[Any]) -> tuple[int, bool] | None:
@@ -119,9 +123,16 @@ class Statement:
 
     def __init__(self, build: Callable[..., QuerySet[Any]]) -> None:
         self.build = build
-        self._compiled: weakref.WeakKeyDictionary[BaseDatabaseWrapper, OrderedDict[Any, Any]] = (
-            weakref.WeakKeyDictionary()
-        )
+
+    def kept(self, connection: BaseDatabaseWrapper) -> OrderedDict[Any, _Compiled | None]:
+        """This statement's compiled SQL on the connection, by shape (least recent first).
+
+        Kept on the wrapper, not in a map keyed by it: the compiled SQL refers back to its
+        connection, and would keep a finished thread's wrapper (and database handle) alive.
+        """
+        per_statement: dict[Statement, OrderedDict[Any, _Compiled | None]]
+        per_statement = connection.__dict__.setdefault(_ON_CONNECTION, {})
+        return per_statement.setdefault(self, OrderedDict())
 
     def rows(
         self,
@@ -158,7 +169,7 @@ class Statement:
 
         None when the SQL cannot be reused with other values: the call compiles each time.
         """
-        made = self._compiled.setdefault(connection, OrderedDict())
+        made = self.kept(connection)
         key = (shape, tuple(map(_kind, values)))
         if key in made:
             made.move_to_end(key)

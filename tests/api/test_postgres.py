@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests.servers import postgres, postgres_available
@@ -54,3 +55,37 @@ def test_concurrent_scales_cannot_both_break_the_parent(postgres_url: str) -> No
         refused = next(body for code, body in r["codes"].values() if code == 400)
         assert "At most" in refused["min_gpu"][0], refused
         assert r["children_min_gpu"] == 128_000, r
+
+
+@pytest.mark.postgres
+def test_the_apis_statements_compile_on_postgresql(postgres_url: str) -> None:
+    """Each read the API compiles once must compile on PostgreSQL too (stand-ins fit its
+    columns), not fall back to Django's compile on every call."""
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("CREATE DATABASE statements")
+    env = {
+        **os.environ,
+        "DATABASE_URL": postgres_url.rsplit("/", 1)[0] + "/statements",
+        "DJANGO_SETTINGS_MODULE": "console.settings.test",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.api.pg_statements"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.splitlines()[-1])
+    assert out["codes"] == [201, 200, 200], out
+    compiled = out["compiled"]
+    for name in (
+        "console.auth._token_and_user",
+        "console.auth._permissions",
+        "jobs.api.serializers._workspace_named",
+        "jobs.api.serializers._pools_of",
+        "jobs.services.workloads._named",
+    ):
+        assert compiled.get(name), (name, compiled)
+    assert all(all(shapes) for shapes in compiled.values()), compiled

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from typing import Any
 
 import pytest
@@ -128,6 +130,38 @@ def test_each_thread_compiles_on_its_own_connection(demo: Any, bob: Any, carol: 
     assert mine == theirs == _orm(shape, "workspace_b")
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_finished_threads_connection_is_not_kept_alive(demo: Any) -> None:
+    """Servers that run each request on a new thread must not leak its connection."""
+    statement = Statement(_jobs)
+    wrappers: list[weakref.ref[Any]] = []
+
+    def read() -> None:
+        try:
+            statement.rows("workspace_b", shape=("workspace__name",))
+            wrappers.append(weakref.ref(connections["default"]))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    thread.join()
+    del thread
+    gc.collect()
+    assert wrappers and wrappers[0]() is None
+
+
+def test_lookups_that_rewrite_text_are_compiled_for_each_value(
+    demo: Any, bob: Any, carol: Any
+) -> None:
+    """iexact and contains escape LIKE's wildcards: "s_" is not "s1" however "s1" went first."""
+    _seed(demo, bob, carol)
+    for lookup in ("name__iexact", "name__contains", "name__istartswith"):
+        statement = Statement(_jobs)
+        for value in ("S1", "s_", "s%", "S1"):
+            assert statement.rows(value, shape=(lookup,)) == _orm((lookup,), value)
+
+
 def test_a_reused_statement_runs_one_query(demo: Any, bob: Any, carol: Any) -> None:
     _seed(demo, bob, carol)
     statement = Statement(_jobs)
@@ -151,7 +185,7 @@ def test_a_statement_keeps_the_shapes_last_used(
     for _ in range(2):
         for shape, values in QUERIES[:6]:
             assert statement.rows(*values, shape=shape) == _orm(shape, *values)
-    kept = statement._compiled[connections["default"]]
+    kept = statement.kept(connections["default"])
     assert [shape for shape, _ in kept] == [("workspace__name", "status"), ("owner__username",)]
 
 
