@@ -57,13 +57,20 @@ def behind(state: State, w: Workload, pool: str) -> list[int]:
     return out
 
 
+def outside(state: State, w: Workload, pool: str) -> int:
+    """Replicas of w running Not in Quota in the pool: the label is the whole workload's, so
+    a service scaling up starts a replica In Quota only if these fit too."""
+    e = state.entries.get(w.name)
+    return e.pool_counts.get(pool, 0) if e is not None and not e.in_quota else 0
+
+
 def entitlement_gap(
     state: State, w: Workload, pool: str, count: int
 ) -> tuple[str, int, int] | None:
     """None when w fits In Quota; else (binding quota, free GPU, min GPU) for the message."""
     if w.idle == "idle_only":
         return (w.quota, 0, 0)
-    add = demand(w, count)
+    add = demand(w, count + outside(state, w, pool))
     tree = state.tree
     skip = behind(state, w, pool)
     for a in tree.chain[w.quota]:
@@ -191,18 +198,21 @@ def describe_quota_block(
 ) -> str:
     """Why In Quota is not possible, as a sentence fragment."""
     quota, free, minimum = gap
-    need = demand(w, count)[0]
+    held = outside(state, w, pool)
+    need = demand(w, count + held)[0]
     if w.idle == "idle_only":
         return f"job {w.name} runs on idle capacity only"
+    more = " with its replicas running Not in Quota" if held else ""
     return (
         f"{quota_label(quota)} has {fmt_gpu(free)} of {fmt_gpu(minimum)} GPUs free in pool {pool} "
-        f"(the job needs {fmt_gpu(need)})"
+        f"(the job needs {fmt_gpu(need)}{more})"
     )
 
 
 def quota_deficit(state: State, w: Workload, pool: str, count: int, borrow: bool) -> int:
     """Milli-GPU the quota checks still miss: the cheaper of In Quota or borrowing, plus max."""
     need = demand(w, count)[0]
+    held = demand(w, outside(state, w, pool))[0]  # must fit In Quota too (see outside)
     best = 1 << 62
     if w.idle != "idle_only":
         tree = state.tree
@@ -211,7 +221,7 @@ def quota_deficit(state: State, w: Workload, pool: str, count: int, borrow: bool
         for a in tree.chain[w.quota]:
             limit = tree.mins[a].get(pool, ZERO)[0]
             ahead = state.used(state.inq, a, pool)[0] - skip
-            ent = max(ent, ahead + need - limit)
+            ent = max(ent, ahead + held + need - limit)
         best = ent
     if borrow and may_borrow(w):
         best = min(best, max(0, need - idle_gpu(state, w.quota, pool)))

@@ -558,3 +558,26 @@ def test_reclaim_frees_cpu_held_by_cpu_only_borrowers_for_a_gpu_job() -> None:
     adm = {a.workload: a for a in result.admitted}
     assert adm["owner"].in_quota
     assert [(p.workload, p.reason) for p in result.preempted] == [("cpu11", "reclaim")]
+
+
+def test_a_service_running_not_in_quota_starts_no_borrowed_replica() -> None:
+    # After its quota was scaled down, service b runs 2 replicas Not in Quota; asked for 3, it
+    # must not start a third, borrowed, though 1 GPU of the quota is free beside a's 2.
+    snap = snapshot(
+        nodes(1),
+        [quota("q").min(gpu=3)],
+        [
+            workload("a").quota("q").inference().gpus(1).on("n1", "n1").submitted(10),
+            workload("b").quota("q").inference().gpus(1).on("n1", "n1").replicas(3).submitted(20),
+        ],
+    )
+    result = run_cycle(snap)
+    assert result.classification == {"a": True, "b": False}
+    assert not result.admitted and not result.preempted
+    [pending] = result.pending
+    assert pending.workload == "b"
+    assert pending.reason == (
+        "1 of 3 replicas are waiting: Quota q has 1 of 3 GPUs free in pool a100 (the job needs "
+        "3 with its replicas running Not in Quota), and inference services never borrow idle "
+        "capacity"
+    )
