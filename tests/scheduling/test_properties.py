@@ -119,6 +119,11 @@ def clusters(draw: st.DrawFn) -> Snapshot:
                 submitted_at=200.0 + i,
             )
         )
+    if draw(st.booleans()):  # scaled down since: some running work drops Not in Quota
+        quotas = [
+            replace(q, min={p: Resources(r.gpu // 2000 * 1000) for p, r in q.min.items()})
+            for q in quotas
+        ]
     return Snapshot(1000, nodes, tuple(quotas), tuple(second), scope)
 
 
@@ -196,6 +201,18 @@ def test_every_victim_has_a_preemptor_that_was_placed(snap: Snapshot) -> None:
         assert p.reason in ("reclaim", "child_preemption", "priority", "fair_share")
     pending = {p.workload for p in result.pending}
     assert not (pending & {p.workload for p in result.preempted})
+
+
+@FAST
+@given(clusters())
+def test_what_may_not_borrow_starts_only_in_quota(snap: Snapshot) -> None:
+    """Services, notebooks and idle-none jobs never start a replica borrowed."""
+    result = run_cycle(snap)
+    by_name = {w.name: w for w in snap.workloads}
+    for a in result.admitted:
+        w = by_name[a.workload]
+        if w.kind != "training" or w.idle == "none":
+            assert a.in_quota, (w, a)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
