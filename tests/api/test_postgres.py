@@ -31,15 +31,11 @@ def postgres_url() -> Iterator[str]:
         yield url
 
 
-@pytest.mark.postgres
-def test_concurrent_scales_cannot_both_break_the_parent(postgres_url: str) -> None:
-    env = {
-        **os.environ,
-        "DATABASE_URL": postgres_url,
-        "DJANGO_SETTINGS_MODULE": "console.settings.test",
-    }
+def _script(url: str, *args: str) -> list[str]:
+    """Run `python -m args…` on the database at url in a fresh interpreter; its output lines."""
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "console.settings.test"}
     result = subprocess.run(
-        [sys.executable, "-m", "tests.api.pg_race", "5"],
+        [sys.executable, "-m", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -47,7 +43,13 @@ def test_concurrent_scales_cannot_both_break_the_parent(postgres_url: str) -> No
         timeout=180,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    rounds = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    return result.stdout.splitlines()
+
+
+@pytest.mark.postgres
+def test_concurrent_scales_cannot_both_break_the_parent(postgres_url: str) -> None:
+    lines = _script(postgres_url, "tests.api.pg_race", "5")
+    rounds = [json.loads(line) for line in lines if line.startswith("{")]
     assert len(rounds) == 5
     for r in rounds:
         codes = sorted(code for code, _ in r["codes"].values())
@@ -63,21 +65,8 @@ def test_the_apis_statements_compile_on_postgresql(postgres_url: str) -> None:
     columns), not fall back to Django's compile on every call."""
     with psycopg.connect(postgres_url, autocommit=True) as admin:
         admin.execute("CREATE DATABASE statements")
-    env = {
-        **os.environ,
-        "DATABASE_URL": postgres_url.rsplit("/", 1)[0] + "/statements",
-        "DJANGO_SETTINGS_MODULE": "console.settings.test",
-    }
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.api.pg_statements"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = json.loads(result.stdout.splitlines()[-1])
+    lines = _script(postgres_url.rsplit("/", 1)[0] + "/statements", "tests.api.pg_statements")
+    out = json.loads(lines[-1])
     assert out["codes"] == [201, 200, 200], out
     compiled = out["compiled"]
     for name in (
