@@ -119,7 +119,10 @@ def loaded(model: type[M], rows: list[dict[str, Any]], using: str = "default") -
 
 
 class Statement:
-    """A values() read whose SQL is compiled once per connection and shape."""
+    """A values() read whose SQL is compiled once per connection and shape.
+
+    Make one per module, not per call: each connection keeps an entry per statement.
+    """
 
     def __init__(self, build: Callable[..., QuerySet[Any]]) -> None:
         self.build = build
