@@ -203,8 +203,58 @@ def test_every_victim_has_a_preemptor_that_was_placed(snap: Snapshot) -> None:
     assert not (pending & {p.workload for p in result.preempted})
 
 
+@st.composite
+def crowded_quotas(draw: st.DrawFn) -> Snapshot:
+    """One small pool shared by a quota and its child, both nearly full: services running
+    some of their replicas (In Quota or, after a scale-down, not), and services and jobs
+    of every idle policy waiting, at random priorities."""
+    nodes = tuple(Node(f"n{i}", "a100", 4, 32000, 65536) for i in range(draw(st.integers(1, 3))))
+    total = 4 * len(nodes)
+    top = draw(st.integers(1, total))
+    quotas = (
+        Quota("q", None, {"a100": Resources(top * MILLI)}, child_preemption=draw(st.booleans())),
+        Quota("c", "q", {"a100": Resources(draw(st.integers(0, top)) * MILLI)}),
+    )
+    workloads: list[Workload] = []
+    free = [n.name for n in nodes for _ in range(4)]
+    for i in range(draw(st.integers(0, 4))):
+        running = draw(st.integers(1, 3))
+        on = [free.pop() for _ in range(min(running, len(free)))]
+        if not on:
+            break
+        workloads.append(
+            Workload(
+                f"s{i}",
+                draw(st.sampled_from(("q", "c"))),
+                "inference",
+                running + draw(st.integers(0, 2)),
+                Resources(MILLI, 1000, 1024),
+                ("a100",),
+                priority=draw(st.integers(1, 9)),
+                running=tuple(Placement(n) for n in on),
+                submitted_at=float(i),
+                started_at=float(i),
+            )
+        )
+    for i in range(draw(st.integers(1, 4))):
+        workloads.append(
+            Workload(
+                f"p{i}",
+                draw(st.sampled_from(("q", "c"))),
+                draw(st.sampled_from(("training", "inference", "interactive"))),
+                draw(st.integers(1, 2)),
+                Resources(draw(st.sampled_from((500, 1000, 2000))), 1000, 1024),
+                ("a100",),
+                priority=draw(st.integers(1, 9)),
+                idle=draw(st.sampled_from(("none", "acceptable", "idle_only"))),
+                submitted_at=100.0 + i,
+            )
+        )
+    return Snapshot(1000, nodes, quotas, tuple(workloads))
+
+
 @FAST
-@given(clusters())
+@given(crowded_quotas())
 def test_what_may_not_borrow_starts_only_in_quota(snap: Snapshot) -> None:
     """Services, notebooks and idle-none jobs never start a replica borrowed."""
     result = run_cycle(snap)
