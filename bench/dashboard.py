@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import OPENB_TRACES  # noqa: E402
+from bench import OPENB_TRACES, p95  # noqa: E402
 
 START = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
 
@@ -149,7 +149,7 @@ def measure(client: object, url: str, requests: int) -> dict[str, float | int]:
     times.sort()
     return {
         "median_ms": round(statistics.median(times), 1),
-        "p95_ms": round(times[min(len(times) - 1, int(0.95 * len(times)))], 1),
+        "p95_ms": round(p95(times), 1),
         "queries": queries,
         "bytes": len(response.content),
     }

@@ -22,6 +22,9 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import p95  # noqa: E402
 
 
 def holds(trace: Path) -> dict[str, list[float]]:
@@ -38,11 +41,10 @@ def holds(trace: Path) -> dict[str, list[float]]:
 def summary(samples: list[float]) -> dict[str, float]:
     """Count, median, p95 and max of hold times."""
     ordered = sorted(samples)
-    p95 = ordered[max(0, int(round(0.95 * len(ordered))) - 1)]
     return {
         "n": len(ordered),
         "median_ms": round(statistics.median(ordered), 2),
-        "p95_ms": round(p95, 2),
+        "p95_ms": round(p95(ordered), 2),
         "max_ms": round(ordered[-1], 2),
         "total_ms": round(sum(ordered), 1),
     }
