@@ -6,11 +6,6 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
-
-from django.db import connection
-from django.db.models import FloatField, Model, QuerySet
-from django.db.models.expressions import RawSQL
 
 from console.errors import DomainError
 from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES, WAITING_STATUSES
@@ -70,38 +65,16 @@ def _quota(quota: Quota, rows: list[QuotaResource], parent_name: str | None) -> 
     )
 
 
-def _digest(model: type[Model]) -> RawSQL:
-    """Every column of a row as one text, exact (floats too), written by the database.
-
-    Two reads of a row give the same text only if every column reads the same: comparing
-    these costs the database a string per row instead of Python a converted value per column.
-    """
-    table = connection.ops.quote_name(model._meta.db_table)
-    fields = model._meta.concrete_fields
-    columns = [f"{table}.{connection.ops.quote_name(str(f.column))}" for f in fields]
-    if connection.vendor != "sqlite":
-        return RawSQL(f"CAST(ROW({', '.join(columns)}) AS TEXT)", ())
-    # SQLite's JSON spells a float with 15 digits; quote() spells it exactly (and costs more).
-    exact = [
-        f"quote({c})" if isinstance(f, FloatField) else c
-        for f, c in zip(fields, columns, strict=True)
-    ]
-    return RawSQL(f"json_array({', '.join(exact)})", ())
-
-
 def active_workloads(quotas: Mapping[int, Quota] | None = None) -> list[Workload]:
     """Queued, requeued and running workloads with their pools and live pods (4 queries).
 
-    Each row gets ``pool_names`` (sorted), ``live_pods`` and ``digest`` (its columns as
-    read, for `unchanged`; pods get one too). Grouped here rather than by prefetch_related,
-    which builds a queryset per workload and relation (most of a cycle's snapshot time with
-    a few hundred active workloads). The rows share one object per workspace and quota
-    (`quotas`: those already read) rather than a joined copy each.
+    Each row gets ``pool_names`` (sorted) and ``live_pods``. Grouped here rather than by
+    prefetch_related, which builds a queryset per workload and relation (most of a cycle's
+    snapshot time with a few hundred active workloads). The rows share one object per
+    workspace and quota (`quotas`: those already read) rather than a joined copy each.
     """
     workloads: list[Workload] = list(
-        Workload.objects.filter(status__in=ACTIVE_STATUSES)
-        .annotate(digest=_digest(Workload))
-        .order_by("submitted_at", "pk")
+        Workload.objects.filter(status__in=ACTIVE_STATUSES).order_by("submitted_at", "pk")
     )
     quotas = dict(quotas or {})
     missing = {w.quota_id for w in workloads} - quotas.keys()
@@ -115,7 +88,7 @@ def active_workloads(quotas: Mapping[int, Quota] | None = None) -> list[Workload
     pools = _pool_names(list(by_id))
     pods: dict[int, list[Pod]] = defaultdict(list)
     live = Pod.objects.filter(workload_id__in=by_id, status__in=LIVE_POD_STATUSES)
-    for pod in live.select_related("node").annotate(digest=_digest(Pod)):
+    for pod in live.select_related("node"):
         pod.workload = by_id[pod.workload_id]
         pods[pod.workload_id].append(pod)
     for w in workloads:
@@ -201,41 +174,6 @@ def build(now: datetime, workloads: list[Workload] | None = None) -> Bridge:
         idle_scope=cluster.idle_scope,
     )
     return Bridge(snapshot, {core_name(w): w for w in workloads}, cluster.nodes)
-
-
-def unchanged(bridge: Bridge) -> bool:
-    """True when every row `bridge` was built from still reads the same, column for column.
-
-    Workloads submitted since are not in it and change nothing in it: decisions made
-    without them are those of a cycle that ran just before them. A cycle planned outside
-    the write transaction applies its decisions (and saves these rows) only when this
-    holds inside it.
-    """
-    cluster = _cluster()
-    snap = bridge.snapshot
-    if (cluster.core_nodes, cluster.core_quotas, cluster.idle_scope) != (
-        snap.nodes,
-        snap.quotas,
-        snap.idle_scope,
-    ):
-        return False
-    workloads = list(bridge.workloads.values())
-    # A workload that ended since is no longer active: missing here, it reads as changed.
-    stored = _digests(Workload.objects.filter(status__in=ACTIVE_STATUSES))
-    if any(stored.get(w.pk) != w.digest for w in workloads):  # type: ignore[attr-defined]
-        return False
-    # Every live pod, not only those of these workloads: pods placed since (by another
-    # worker's cycle) hold capacity these decisions counted as free.
-    pods = {p.pk: p.digest for w in workloads for p in w.live_pods}  # type: ignore[attr-defined]
-    if pods != _digests(Pod.objects.filter(status__in=LIVE_POD_STATUSES)):
-        return False
-    pools = _pool_names([w.pk for w in workloads])
-    return all(w.pool_names == pools[w.pk] for w in workloads)  # type: ignore[attr-defined]
-
-
-def _digests(rows: QuerySet[Any]) -> dict[int, str]:
-    """The `_digest` of every row a queryset finds now, by primary key."""
-    return dict(rows.annotate(digest=_digest(rows.model)).values_list("pk", "digest"))
 
 
 def node_ids(names: list[str]) -> dict[str, int]:

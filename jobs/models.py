@@ -180,3 +180,9 @@ class ControlState(models.Model):
     cycles = models.PositiveBigIntegerField(default=0)
     last_cycle_at = models.DateTimeField(null=True, blank=True)
     last_sample_at = models.DateTimeField(null=True, blank=True)
+
+
+class WriteLock(models.Model):
+    """The scheduling state's one write lock (its single row) and how often it was taken."""
+
+    version = models.PositiveBigIntegerField(default=0)

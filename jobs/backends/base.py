@@ -38,6 +38,10 @@ class Backend(Protocol):
         """Stop a replica, giving it time to checkpoint."""
         ...
 
+    def refresh(self, *, now: datetime) -> None:
+        """Catch up with the cluster before the write lock is taken (network round trips)."""
+        ...
+
     def observe(self, *, now: datetime) -> list[PodReport]:
-        """Pods whose phase changed since the last call."""
+        """Pods whose phase changed since the last call; runs under the write lock."""
         ...

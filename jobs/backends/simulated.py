@@ -40,6 +40,9 @@ class SimulatedBackend:
     def delete_pod(self, pod: Pod, *, grace_seconds: int) -> None:
         """Nothing runs for real: the pod row already says it stopped."""
 
+    def refresh(self, *, now: datetime) -> None:
+        """Nothing to catch up with: the pod rows are the cluster."""
+
     def observe(self, *, now: datetime) -> list[PodReport]:
         """Injected faults, started pods and finished training since the last call."""
         from jobs.models import Pod, Workload
@@ -91,8 +94,10 @@ class SimulatedBackend:
         """A node goes away: it is cordoned and its pods are lost."""
         from jobs.models import Pod
         from quotas.models import Node
+        from quotas.services.nodes import node_schedulable_set
 
-        Node.objects.filter(name=node_name).update(schedulable=False)
+        for node in Node.objects.filter(name=node_name):
+            node_schedulable_set(node=node, schedulable=False)
         lost = Pod.objects.filter(node__name=node_name, status__in=LIVE_POD_STATUSES)
         return lost.update(sim_fault=NODE_LOST)
 

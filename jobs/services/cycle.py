@@ -15,9 +15,11 @@ from jobs.backends import get_backend
 from jobs.backends.base import Backend
 from jobs.choices import ENDED_STATUSES, LIVE_POD_STATUSES, EventKind, Kind, PodStatus, Status
 from jobs.events import Timeline, batch, record
+from jobs.locking import state_version, write_lock
 from jobs.models import ControlState, Pod, Workload
 from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.types import Admission, CycleResult, Preemption, ScenarioError
+from jobs.services.pods import pods_end
 
 REASON_TEXT = {
     "reclaim": "its owner reclaimed borrowed capacity",
@@ -37,8 +39,11 @@ class CycleSummary:
     pending: int = 0
 
 
-def _lock() -> ControlState | None:
-    """Take the one-writer lock: a row lock on PostgreSQL (skip if held); SQLite serialises."""
+def _cycle_lock() -> ControlState | None:
+    """Take the cycle lock, so cycles never overlap: None when another cycle holds it.
+
+    A row lock skipped when held on PostgreSQL; SQLite's transactions never overlap anyway.
+    """
     ControlState.objects.get_or_create(pk=1)
     return ControlState.objects.select_for_update(skip_locked=True).filter(pk=1).first()
 
@@ -52,11 +57,9 @@ def _scale_down(now: datetime, backend: Backend) -> bool:
         extra = len(live) - service.replicas
         if extra <= 0:
             continue
-        for pod in sorted(live, key=lambda p: (p.created_at, p.pk), reverse=True)[:extra]:
-            pod.status, pod.ended_at, pod.reason = PodStatus.STOPPED, now, "Scaled down"
-            pod.save(update_fields=["status", "ended_at", "reason"])
-            backend.delete_pod(pod, grace_seconds=30)
-            stopped = True
+        newest = sorted(live, key=lambda p: (p.created_at, p.pk), reverse=True)[:extra]
+        pods_end(newest, status=PodStatus.STOPPED, reason="Scaled down", now=now, backend=backend)
+        stopped = True
     return stopped
 
 
@@ -72,11 +75,13 @@ def _preempt(p: Preemption, rows: dict[str, Workload], now: datetime, backend: B
     preemptor = rows.get(p.by)
     by = preemptor.name if preemptor else p.by
     why = REASON_TEXT.get(p.reason, p.reason)
-    for pod in victim.live_pods:  # type: ignore[attr-defined]
-        pod.status, pod.ended_at = PodStatus.PREEMPTED, now
-        pod.reason = f"Resource Preempted by {by}: {why}"
-        pod.save(update_fields=["status", "ended_at", "reason"])
-        backend.delete_pod(pod, grace_seconds=30)
+    pods_end(
+        victim.live_pods,  # type: ignore[attr-defined]
+        status=PodStatus.PREEMPTED,
+        reason=f"Resource Preempted by {by}: {why}",
+        now=now,
+        backend=backend,
+    )
     lost = max(victim.progress - victim.checkpoint_progress, 0.0)
     victim.progress = victim.checkpoint_progress
     victim.last_progress_at = None
@@ -88,7 +93,17 @@ def _preempt(p: Preemption, rows: dict[str, Workload], now: datetime, backend: B
     else:
         victim.status, victim.ended_at = Status.FAILED, now
         victim.status_reason = f"Preempted by {by} ({why}); fault tolerance is off."
-    victim.save()
+    victim.save(
+        update_fields=[
+            "progress",
+            "last_progress_at",
+            "in_quota",
+            "status",
+            "status_reason",
+            "restarts",
+            "ended_at",
+        ]
+    )
     record(
         victim,
         EventKind.PREEMPTED,
@@ -241,25 +256,28 @@ def _update(ids: list[int], **values: Any) -> None:
 
 
 def scheduling_cycle_run(*, now: datetime, backend: Backend | None = None) -> CycleSummary:
-    """Run one cycle, unless another process holds the cycle lock.
+    """Run one cycle, unless another process is running one.
 
     The snapshot is read and the core run before the write transaction (under SQLite's
-    single writer, submits need not wait behind them). Inside it, the decisions apply only
-    if every row they were made from still reads the same; otherwise the cycle is planned
-    again there, so no decision is applied to a state it was not made for.
+    single writer, submits need not wait behind them). Inside it, under the write lock
+    (`jobs.locking`), the decisions apply only if no writer committed since the snapshot was
+    read; otherwise the cycle plans again there, where nothing but new submits can change what
+    it reads. So no decision is ever applied to a state it was not made for.
     """
     backend = backend or get_backend()
+    version = state_version()
     planned: tuple[bridge.Bridge, CycleResult] | None
     try:
         planned = _plan(now)
     except ScenarioError:  # a service above its target, until _scale_down stops replicas
         planned = None
     with transaction.atomic():
-        state = _lock()
+        state = _cycle_lock()
         if state is None:
             return CycleSummary(ran=False)
+        current = write_lock() == version + 1
         with batch():
-            if _scale_down(now, backend) or planned is None or not bridge.unchanged(planned[0]):
+            if _scale_down(now, backend) or planned is None or not current:
                 planned = _plan(now)
             snap, result = planned
             _apply(result, snap, now, backend)

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from jobs.choices import EventKind, Kind, Status
+from jobs.locking import write_lock
 from jobs.models import Workload
 from jobs.services.workloads import end_workload
 from jobs.wakeup import request_cycle
@@ -55,11 +56,10 @@ def interactive_time_limits_enforce(*, now: datetime) -> int:
 
     Idempotent: a stopped instance is no longer Running or Queued, so a retry finds nothing.
     """
-    candidates = (
-        Workload.objects.select_for_update()
-        .filter(kind=Kind.INTERACTIVE, status__in=LIMITED_STATUSES, started_at__isnull=False)
-        .exclude(max_duration__isnull=True, idle_stop_minutes__isnull=True)
-    )
+    write_lock()
+    candidates = Workload.objects.filter(
+        kind=Kind.INTERACTIVE, status__in=LIMITED_STATUSES, started_at__isnull=False
+    ).exclude(max_duration__isnull=True, idle_stop_minutes__isnull=True)
     stopped = 0
     for instance in candidates:
         reason = _reason(instance, now)

@@ -20,6 +20,7 @@ from jobs import clock
 from jobs.choices import ENDED_STATUSES, EventKind, Kind
 from jobs.cron import CronExpr, parse, zone
 from jobs.events import record
+from jobs.locking import write_lock
 from jobs.models import ScalingRule, Workload
 from jobs.wakeup import request_cycle
 
@@ -63,7 +64,8 @@ def service_scale(
 ) -> Workload:
     """Set an inference service's target replicas; the next scheduling cycle acts on it."""
     _check_service(service)
-    service = Workload.objects.select_for_update().get(pk=service.pk)
+    write_lock()
+    service = Workload.objects.select_related("workspace", "quota").get(pk=service.pk)
     if service.status in ENDED_STATUSES:
         raise DomainError(
             f"{service.name} has ended ({service.status}); it cannot be scaled.", field="replicas"
@@ -276,6 +278,7 @@ def scaling_rule_fire(*, rule: ScalingRule, now: datetime) -> bool:
     An excluded firing (its local time matches exclude_cron) or one the service cannot take
     (ended, target out of range) is marked handled without scaling.
     """
+    write_lock()  # before the rule's row lock: the write lock always comes first
     locked = ScalingRule.objects.select_for_update().select_related("service").filter(pk=rule.pk)
     current = locked.first()  # None if deleted since the tick was queued
     if current is None:

@@ -1,4 +1,10 @@
-"""Backend sync: pod phases become replica and workload status; fault tolerance restarts jobs."""
+"""Backend sync: pod phases become replica and workload status; fault tolerance restarts jobs.
+
+The cluster is read before the write lock (network round trips hold no one up); the reports
+are applied under it, each to the pod and workload rows as they are then, so a report about a
+pod the control loop has since ended (a preempted, cancelled or scaled-down replica) is stale
+news and changes nothing.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,9 @@ from jobs.backends import get_backend
 from jobs.backends.base import Backend, PodReport
 from jobs.choices import LIVE_POD_STATUSES, EventKind, Kind, PodStatus, RestartMode, Status
 from jobs.events import Timeline, batch, record
+from jobs.locking import write_lock
 from jobs.models import Pod, Workload
+from jobs.services.pods import pods_end
 from jobs.services.workloads import end_workload
 from jobs.wakeup import request_cycle
 
@@ -28,16 +36,25 @@ def _restart_allowed(w: Workload, *, node_lost: bool) -> bool:
 
 def _requeue(w: Workload, *, now: datetime, why: str, backend: Backend) -> None:
     """Stop every live pod and put the job back in the queue from its last checkpoint."""
-    for pod in w.pods.filter(status__in=LIVE_POD_STATUSES):
-        pod.status, pod.ended_at, pod.reason = PodStatus.STOPPED, now, f"Restarting: {why}"
-        pod.save(update_fields=["status", "ended_at", "reason"])
-        backend.delete_pod(pod, grace_seconds=30)
+    live = w.pods.filter(status__in=LIVE_POD_STATUSES)
+    pods_end(live, status=PodStatus.STOPPED, reason=f"Restarting: {why}", now=now, backend=backend)
     lost = max(w.progress - w.checkpoint_progress, 0.0)
     w.progress, w.last_progress_at, w.in_quota = w.checkpoint_progress, None, None
     w.status, w.status_reason, w.sim_hung = Status.REQUEUED, why, False
     w.restarts += 1
     w.failures += 1
-    w.save()
+    w.save(
+        update_fields=[
+            "progress",
+            "last_progress_at",
+            "in_quota",
+            "status",
+            "status_reason",
+            "sim_hung",
+            "restarts",
+            "failures",
+        ]
+    )
     record(
         w,
         EventKind.RESTARTED,
@@ -103,7 +120,9 @@ def _start(pods: list[Pod], *, now: datetime) -> None:
     """Pods now running, stored together: a few statements for all, not a few per pod."""
     if not pods:
         return
-    Pod.objects.filter(pk__in=[p.pk for p in pods]).update(status=PodStatus.RUNNING, started_at=now)
+    Pod.objects.filter(pk__in=[p.pk for p in pods], status=PodStatus.PENDING).update(
+        status=PodStatus.RUNNING, started_at=now
+    )
     running = {p.workload_id: p.workload for p in pods}
     pending = Pod.objects.filter(workload_id__in=running, status=PodStatus.PENDING)
     waiting = set(pending.values_list("workload_id", flat=True))
@@ -120,11 +139,15 @@ def _start(pods: list[Pod], *, now: datetime) -> None:
 
 
 def _apply(report: PodReport, pod: Pod, *, now: datetime, backend: Backend) -> None:
-    """Apply one pod report of a replica that ended."""
+    """Apply one pod report of a replica that ended (if it had not ended already)."""
     w = pod.workload
+    live = Pod.objects.filter(pk=pod.pk, status__in=LIVE_POD_STATUSES)
+    if not live.update(
+        status=report.phase, ended_at=now, exit_code=report.exit_code, reason=report.reason
+    ):
+        return  # ended earlier in this sync, by a restart of its workload
     pod.status, pod.ended_at = report.phase, now
     pod.exit_code, pod.reason = report.exit_code, report.reason
-    pod.save(update_fields=["status", "ended_at", "exit_code", "reason"])
     if report.phase == PodStatus.FAILED:
         _on_failure(pod, report, now=now, backend=backend)
     elif not w.pods.filter(status__in=LIVE_POD_STATUSES).exists():
@@ -158,12 +181,14 @@ def _detect_hangs(now: datetime, backend: Backend) -> None:
             )
 
 
-@transaction.atomic
 def backend_sync(*, now: datetime, backend: Backend | None = None) -> int:
     """Read what the cluster did since the last sync and apply it; returns reports applied."""
     backend = backend or get_backend()
-    with batch():
-        return _sync(now, backend)
+    backend.refresh(now=now)
+    with transaction.atomic():
+        write_lock()
+        with batch():
+            return _sync(now, backend)
 
 
 def _sync(now: datetime, backend: Backend) -> int:

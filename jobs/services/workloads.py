@@ -26,6 +26,7 @@ from jobs.choices import (
     Status,
 )
 from jobs.events import record
+from jobs.locking import write_lock
 from jobs.models import Workload
 from jobs.services.scaling import scaling_rules_retire
 from jobs.wakeup import request_cycle
@@ -352,16 +353,20 @@ def instance_start(
 def end_workload(
     workload: Workload, *, status: str, reason: str, now: datetime, event_kind: str
 ) -> None:
-    """End a workload: stop its live pods, set the final status, record it."""
-    from jobs.backends import get_backend
+    """End a workload: stop its live pods, set the final status, record it.
 
-    backend = get_backend()
-    for pod in workload.pods.filter(status__in=LIVE_POD_STATUSES):
-        pod.status = PodStatus.STOPPED if status != Status.SUCCEEDED else PodStatus.SUCCEEDED
-        pod.ended_at = now
-        pod.reason = reason
-        pod.save(update_fields=["status", "ended_at", "reason"])
-        backend.delete_pod(pod, grace_seconds=30)
+    The caller holds the write lock and read `workload` after taking it.
+    """
+    from jobs.backends import get_backend
+    from jobs.services.pods import pods_end
+
+    pods_end(
+        workload.pods.filter(status__in=LIVE_POD_STATUSES),
+        status=PodStatus.SUCCEEDED if status == Status.SUCCEEDED else PodStatus.STOPPED,
+        reason=reason,
+        now=now,
+        backend=get_backend(),
+    )
     workload.status = status
     workload.status_reason = reason
     workload.ended_at = now
@@ -376,7 +381,8 @@ def end_workload(
 def workload_cancel(*, actor: Any, workload: Workload, now: datetime | None = None) -> Workload:
     """Cancel a queued or running workload (stop, for an interactive instance)."""
     now = now or clock.now()
-    workload = Workload.objects.select_for_update().get(pk=workload.pk)
+    write_lock()
+    workload = Workload.objects.select_related("workspace", "quota").get(pk=workload.pk)
     if workload.status in ENDED_STATUSES:
         raise DomainError(f"{workload.name} has already ended ({workload.status}).", field="status")
     assert workload.status in ACTIVE_STATUSES

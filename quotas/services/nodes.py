@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from console.errors import DomainError
+from jobs.locking import write_lock
 from quotas import node_import
 from quotas.choices import IdleScope
 from quotas.models import Node, NodePool, ResourcePool
@@ -68,6 +69,7 @@ def node_create(
     schedulable: bool = True,
 ) -> Node:
     """Add one node to a node pool."""
+    write_lock()
     if Node.objects.filter(name=name).exists():
         raise DomainError(f"A node named {name} already exists.", field="name")
     for field, value in (("gpus", gpus), ("cpu", cpu), ("memory", memory)):
@@ -87,9 +89,9 @@ def node_create(
 @transaction.atomic
 def node_schedulable_set(*, node: Node, schedulable: bool) -> Node:
     """Cordon (False) or uncordon (True) a node; running work stays, new work skips it."""
-    if node.schedulable != schedulable:
-        node.schedulable = schedulable
-        node.save(update_fields=["schedulable"])
+    write_lock()
+    node.schedulable = schedulable
+    node.save(update_fields=["schedulable"])
     return node
 
 
@@ -109,6 +111,7 @@ def nodes_import(
 ) -> ImportResult:
     """Import every node of a CSV or YAML cluster spec, or none (refusals name the line)."""
     spec = node_import.parse(text, fmt, filename=filename)
+    write_lock()
 
     names = [n.name for n in spec.nodes]
     existing: set[str] = set()

@@ -1,7 +1,8 @@
 """Create, update, scale, rebalance, toggle and delete quotas; every change is checked and audited.
 
-All writes lock the resource pool row first, so two concurrent changes to one tree run one
-after the other and the second sees the first's numbers.
+All writes take the scheduling state's write lock first (`jobs.locking`), so two concurrent
+changes run one after the other and the second sees the first's numbers, and a scheduling
+cycle never applies decisions made under the quotas as they were before.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from django.db.models import Sum
 
 from console.errors import DomainError
 from console.units import called
+from jobs.locking import write_lock
 from quotas.amounts import RESOURCES, Amounts, show
 from quotas.choices import AuditAction, QueueStrategy
 from quotas.models import Node, NodePool, Quota, QuotaAudit, QuotaResource, ResourcePool
@@ -32,8 +34,9 @@ class AmountError(DomainError):
 
 
 def _lock_pool(resource_pool: ResourcePool) -> ResourcePool:
-    """Take the per-pool write lock (a row lock on PostgreSQL; SQLite serialises writers)."""
-    return ResourcePool.objects.select_for_update().get(pk=resource_pool.pk)
+    """Take the write lock, then read the resource pool as it is now."""
+    write_lock()
+    return ResourcePool.objects.get(pk=resource_pool.pk)
 
 
 def _check_version(quota: Quota, expected_version: int | None) -> None:

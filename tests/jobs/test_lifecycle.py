@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pytest
 
-from jobs import bridge
 from jobs.choices import EventKind, PodStatus, Status
 from jobs.models import Workload
 from jobs.services import cycle
 from jobs.services.scaling import service_scale
+from jobs.services.sync import backend_sync
 from jobs.services.workloads import workload_cancel
-from quotas.models import Node, NodePool
+from quotas.amounts import Amounts
+from quotas.models import Node
+from quotas.services.nodes import node_schedulable_set
+from quotas.services.quotas import quota_scale
 
 pytestmark = pytest.mark.django_db
 
@@ -202,70 +204,64 @@ def test_a_service_is_capped_at_its_max_replicas_not_its_first_target(demo, alic
     assert not Workload.objects.filter(name="too-wide").exists()
 
 
-@pytest.mark.parametrize("change", ["cancel", "node_down", "submit"])
+@pytest.mark.parametrize("change", ["cancel", "node_down", "quota_scale", "pod_started", "submit"])
 def test_a_cycle_applies_no_decision_made_before_a_change_it_did_not_see(
-    bob: Any, submit: Any, clock: Any, sim: Any, monkeypatch: Any, change: str
+    bob: Any,
+    admin: Any,
+    submit: Any,
+    tick: Any,
+    clock: Any,
+    sim: Any,
+    demo: Any,
+    monkeypatch: Any,
+    change: str,
 ) -> None:
-    """The cycle plans outside its write transaction; a change landing before it writes
-    (a cancel, a node lost) makes it plan again, while a new submit alone does not."""
+    """The cycle plans outside its write transaction; a writer committing before it takes
+    the write lock (a cancel, a node lost, a quota scaled, a pod started) makes it plan
+    again, while a new submit alone does not."""
+    running = submit(bob, "running", gpus=8)
+    tick()  # admitted: its pod is Pending until the cluster starts it
     waiting = submit(bob, "waiting", gpus=8)
-    plans: list[bool] = []
-    checked = bridge.unchanged
+    plans: list[int] = []
+    plan, lock = cycle._plan, cycle._cycle_lock
 
-    def meanwhile(snap: bridge.Bridge) -> bool:
+    def counted(now: Any) -> Any:
+        plans.append(1)
+        return plan(now)
+
+    def meanwhile() -> Any:
         """Another writer commits between the plan and the write transaction."""
         if change == "cancel":
             workload_cancel(actor=bob, workload=waiting, now=clock.now())
         elif change == "node_down":
-            Node.objects.update(schedulable=False)
+            for node in Node.objects.all():
+                node_schedulable_set(node=node, schedulable=False)
+        elif change == "quota_scale":
+            quota = waiting.quota
+            quota_scale(actor=admin, quota=quota, resources={demo.node_pool: Amounts(8000)})
+        elif change == "pod_started":
+            clock.advance(30)
+            backend_sync(now=clock.now(), backend=sim)
         else:
             submit(bob, "later", gpus=8)
-        plans.append(checked(snap))
-        return plans[-1]
+        return lock()
 
-    monkeypatch.setattr(bridge, "unchanged", meanwhile)
+    monkeypatch.setattr(cycle, "_plan", counted)
+    monkeypatch.setattr(cycle, "_cycle_lock", meanwhile)
     summary = cycle.scheduling_cycle_run(now=clock.now(), backend=sim)
     waiting.refresh_from_db()
-    assert plans == [change == "submit"]
+    assert len(plans) == (1 if change == "submit" else 2)
+    assert running.pods.get().status == (
+        PodStatus.RUNNING if change == "pod_started" else PodStatus.PENDING
+    )
     if change == "submit":  # planned before "later" came: only "waiting" was considered
         assert summary.admitted == 1 and waiting.status == Status.RUNNING
         assert Workload.objects.get(name="later").status == Status.QUEUED
+    elif change == "pod_started":  # the same decision, made again from what is there now
+        assert summary.admitted == 1 and waiting.status == Status.RUNNING
     else:
         assert summary.admitted == 0 and not waiting.pods.exists()
         assert waiting.status == (Status.CANCELLED if change == "cancel" else Status.QUEUED)
-
-
-@pytest.mark.parametrize("change", ["last_digit_of_a_float", "pod_started", "node_pools"])
-def test_a_cycle_plans_again_when_any_column_it_read_changed(
-    bob: Any, submit: Any, tick: Any, clock: Any, sim: Any, demo: Any, monkeypatch: Any, change: str
-) -> None:
-    """The re-check sees every column of what the plan read: a float's last digit, a
-    pod's phase, the pools a job accepts."""
-    running = submit(bob, "running", gpus=8)
-    tick()  # admitted: its pod is Pending until the cluster starts it
-    waiting = submit(bob, "waiting", gpus=8)
-    plans: list[bool] = []
-    checked = bridge.unchanged
-
-    def meanwhile(snap: bridge.Bridge) -> bool:
-        """Another writer commits between the plan and the write transaction."""
-        if change == "last_digit_of_a_float":
-            later = math.nextafter(waiting.total_work, math.inf)
-            Workload.objects.filter(pk=waiting.pk).update(total_work=later)
-        elif change == "pod_started":
-            running.pods.update(status=PodStatus.RUNNING)
-        else:
-            pool = NodePool.objects.create(
-                resource_pool=demo.node_pool.resource_pool, name="T4", gpu_model="T4"
-            )
-            waiting.node_pools.add(pool)
-        plans.append(checked(snap))
-        return plans[-1]
-
-    monkeypatch.setattr(bridge, "unchanged", meanwhile)
-    summary = cycle.scheduling_cycle_run(now=clock.now(), backend=sim)
-    assert plans == [False]
-    assert summary.admitted == 1 and _refresh(waiting).status == Status.RUNNING
 
 
 def test_replicas_added_later_continue_the_pod_indexes(service, tick, clock) -> None:

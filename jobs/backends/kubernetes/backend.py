@@ -32,7 +32,7 @@ from jobs.backends.kubernetes.manifest import (
 )
 from jobs.backends.kubernetes.nodes import ClusterNode, NodeSyncResult, cluster_node, nodes_sync
 from jobs.backends.kubernetes.status import clip, observe_pod
-from jobs.choices import LIVE_POD_STATUSES, PodStatus
+from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES, PodStatus
 
 if TYPE_CHECKING:
     from jobs.models import Pod
@@ -80,8 +80,10 @@ class KubernetesBackend:
         self._version: str | None = None  # the resourceVersion the cache is at
         # replicas the cluster will not run, why, and whether a new attempt cannot help either
         self._refused: dict[Key, tuple[str, bool]] = {}
-        self._nodes: dict[str, ClusterNode] | None = None  # listed during this observe
+        self._nodes: dict[str, ClusterNode] | None = None  # listed during this sync
+        self._listed: list[ClusterNode] | None = None  # listed by refresh, for observe's rows
         self._nodes_at: datetime | None = None  # when the node rows were last synced
+        self._fresh = False  # refresh ran since the last observe
 
     @classmethod
     def from_settings(cls) -> KubernetesBackend:
@@ -101,27 +103,45 @@ class KubernetesBackend:
         name, workspace = pod.name, pod.workload.workspace.name
         transaction.on_commit(lambda: self._delete(name, workspace, grace_seconds))
 
+    def refresh(self, *, now: datetime) -> None:
+        """Read the cluster: its nodes when a node sync is due, and the pods since last time.
+
+        Called before the write lock, so the watch's round trips hold up no other writer.
+        """
+        self._nodes = None
+        due = self._nodes_at is None or (now - self._nodes_at).total_seconds() >= (
+            self.kube.node_sync_seconds
+        )
+        self._listed = list(self._list_nodes().values()) if due else None
+        self._refresh()
+        self._fresh = True
+
     def observe(self, *, now: datetime) -> list[PodReport]:
         """Reports where the cluster and the pod rows disagree; reconciles what it can itself.
 
-        Pending rows without a pod get one, once their node holds no pod that is stopping;
+        Runs under the write lock (after `refresh`, which it calls itself if the caller did
+        not), so the rows it reads stay as read until it returns. Pending rows of active
+        workloads without a pod get one, once their node holds no pod that is stopping;
         running rows whose pod is gone are reported Failed (node lost if its node went away);
-        owned pods no row wants are deleted. Finished pods stay for `kubectl logs`.
+        owned pods that no live row of an active workload wants are deleted, Pending ones
+        included. Finished pods stay for `kubectl logs`.
         """
         from jobs.models import Pod
 
-        self._nodes = None
-        if self._nodes_at is None or (now - self._nodes_at).total_seconds() >= (
-            self.kube.node_sync_seconds
-        ):
-            self.sync_nodes(now=now)
-        self._refresh()
+        if not self._fresh:
+            self.refresh(now=now)
+        self._fresh = False
+        if self._listed is not None:
+            self._sync_node_rows(self._listed, now=now)
+            self._listed = None
         # Rows are read after the cluster: a pod seen there was committed before it was created.
-        live = list(
-            Pod.objects.filter(status__in=LIVE_POD_STATUSES).select_related(
+        live = [
+            pod
+            for pod in Pod.objects.filter(status__in=LIVE_POD_STATUSES).select_related(
                 "workload__workspace", "node"
             )
-        )
+            if pod.workload.status in ACTIVE_STATUSES
+        ]
         wanted = {key(pod) for pod in live}
         cached = list(self._pods.values())
         actual = {key_of(obj): obj for obj in cached}
@@ -143,7 +163,11 @@ class KubernetesBackend:
 
     def sync_nodes(self, *, now: datetime) -> NodeSyncResult:
         """List the cluster's nodes and bring the node rows in line with them."""
-        result = nodes_sync(nodes=list(self._list_nodes().values()), kube=self.kube)
+        return self._sync_node_rows(list(self._list_nodes().values()), now=now)
+
+    def _sync_node_rows(self, nodes: list[ClusterNode], *, now: datetime) -> NodeSyncResult:
+        """Bring the node rows in line with listed nodes, and log what needs a person."""
+        result = nodes_sync(nodes=nodes, kube=self.kube)
         self._nodes_at = now
         for message in result.messages:
             log.warning(message)

@@ -12,6 +12,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from jobs.backends.kubernetes.config import KubeConfig
 from jobs.choices import LIVE_POD_STATUSES
+from jobs.locking import write_lock
 from quotas.amounts import RESOURCES, show
 from quotas.models import Node, NodePool, QuotaResource, ResourcePool
 from quotas.services.nodes import node_create, node_schedulable_set
@@ -145,6 +146,7 @@ def nodes_sync(*, nodes: list[ClusterNode], kube: KubeConfig) -> NodeSyncResult:
     become unschedulable; capacity follows allocatable but never drops below what running
     replicas hold. Pools left with less than their root quotas guarantee are reported.
     """
+    write_lock()
     result = NodeSyncResult()
     pools = {p.name: p for p in NodePool.objects.all()}
     rows = {n.name: n for n in Node.objects.select_related("node_pool")}
