@@ -659,3 +659,28 @@ def test_the_sync_command_reports_what_it_changed(
     assert node_row("a100-17").node_pool == demo.node_pool
     call_command("kube_sync_nodes")
     assert "Nodes already match the cluster." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("pod_exists", [False, True], ids=["not-yet-created", "created"])
+def test_a_live_row_of_an_ended_workload_gets_no_pod_and_loses_the_one_it_has(
+    loop: Callable[..., None],
+    train: Callable[..., Workload],
+    cluster: FakeCluster,
+    k8s: KubernetesBackend,
+    clock: ManualClock,
+    pod_exists: bool,
+) -> None:
+    """Even a pod row left Pending on a workload that ended (a state the write lock rules
+    out, written here by hand) never becomes a pod, and its pod, if any, is deleted."""
+    job = train(replicas=1)
+    with transaction.atomic():
+        scheduling_cycle_run(now=clock.now())  # the row is Pending; the pod comes at observe
+    if pod_exists:
+        k8s.observe(now=clock.now())
+    (pod,) = job.pods.all()
+    Workload.objects.filter(pk=job.pk).update(status=Status.CANCELLED)
+    assert pod.status == PodStatus.PENDING
+    k8s.observe(now=clock.now())
+    assert len(posted(cluster, pod.name)) == (1 if pod_exists else 0)
+    deletes = [d.path for d in cluster.seen("DELETE")]
+    assert deletes == ([f"/api/v1/namespaces/{NAMESPACE}/pods/{pod.name}"] if pod_exists else [])
