@@ -128,4 +128,3 @@ def test_every_writer_takes_the_write_lock(bob, submit, service, tick, clock, de
     before = state_version()
     submit(bob, "another", gpus=8)
     assert state_version() == before
-
