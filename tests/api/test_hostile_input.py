@@ -1,7 +1,8 @@
 """Hostile input answers 4xx naming the field, never 500, and never stalls the process.
 
 Numbers are refused by their length and exponent before any conversion (the 400 and its
-words show which rule refused them).
+words show which rule refused them), JSON nested 100,000 deep is a 400, and NUL never
+reaches a query.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ TOO_LARGE = "Too large: at most 19 digits before the decimal point."
 TOO_LARGE_INT = "Too large: at most 19 digits."
 TOO_FINE = "Too fine: at most 19 digits after the decimal point."
 TOO_LONG = "Too long for a number: at most 24 characters."
+NUL = "Null characters are not allowed."
 JOB = {"workspace": "workspace_b", "name": "hostile", "gpu": 1}
 
 
@@ -206,3 +208,67 @@ def test_a_job_list_page_number_in_unicode_digits_shows_page_one(
 ) -> None:
     url = reverse("jobs:job_list", args=["workspace_b"])
     assert login(bob).get(url, {"page": "²", "owner": "²"}).status_code == 200
+
+
+# Nested JSON ----------------------------------------------------------------------
+
+
+def test_json_nested_100000_deep_is_a_400(api: Any, bob: Any) -> None:
+    response = api(bob).post("/api/v1/jobs/", "[" * 100_000, content_type="application/json")
+    assert response.status_code == 400
+    assert "nested deeper than 32 levels" in response.json()["detail"]
+
+
+def test_json_nested_past_the_limit_is_a_400_even_where_json_parses_it(api: Any, bob: Any) -> None:
+    body = "[" * 40 + "]" * 40
+    response = api(bob).post("/api/v1/jobs/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert "nested deeper than 32 levels" in response.json()["detail"]
+
+
+# NUL characters ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/api/v1/jobs/?name=%00", "name"),
+        ("/api/v1/jobs/?status=running%00", "status"),
+        ("/api/v1/workspaces/{ws}/members/%00/", "path"),
+        ("/workspaces/workspace_b/jobs/?status=%00", "status"),
+    ],
+    ids=["api-filter", "api-filter-suffix", "api-path", "page-query"],
+)
+def test_nul_in_a_path_or_query_is_a_400_naming_it(
+    api: Any, bob: Any, login: Any, demo: Demo, path: str, field: str
+) -> None:
+    path = path.format(ws=demo.workspaces["workspace_b"].pk)
+    client = api(bob) if path.startswith("/api/") else login(bob)
+    response = client.get(path)
+    assert response.status_code == 400
+    assert response.json() == {field: [NUL]}
+
+
+def test_nul_in_a_form_value_is_a_400_naming_it(client: Any, demo: Demo) -> None:
+    response = client.post("/login/", {"username": "bob\x00", "password": "x"})
+    assert response.status_code == 400
+    assert response.json() == {"username": [NUL]}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/api/v1/jobs/", {**JOB, "workspace": "workspace_b\x00"}, "workspace"),
+        ("/api/v1/jobs/", {**JOB, "node_pools": [NP, "\x00"]}, "node_pools"),
+        ("/api/v1/node-pools/", {"name": "np", "label_selector": {"k\x00": "v"}}, "label_selector"),
+        ("/api/v1/nodes/", {"name": "n", "labels": {"a": "\x00"}}, "labels"),
+        ("/api/v1/jobs/", {"\x00": 1}, "non_field_errors"),
+    ],
+    ids=["slug-reference", "list-item", "dict-key", "dict-value", "top-level-key"],
+)
+def test_nul_in_a_json_string_is_a_400_naming_the_field(
+    api: Any, admin: Any, path: str, body: dict[str, Any], field: str
+) -> None:
+    response = api(admin).post(path, body, format="json")
+    assert response.status_code == 400
+    assert response.json() == {field: [NUL]}
