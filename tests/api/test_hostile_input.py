@@ -1,8 +1,8 @@
 """Hostile input answers 4xx naming the field, never 500, and never stalls the process.
 
 Numbers are refused by their length and exponent before any conversion (the 400 and its
-words show which rule refused them), JSON nested 100,000 deep is a 400, and NUL never
-reaches a query.
+words show which rule refused them), JSON nested 100,000 deep is a 400, NUL never reaches a
+query, and websocket paths no route takes are closed cleanly.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from channels.testing import WebsocketCommunicator
 from django.urls import reverse
 
+from console.asgi import application
 from console.demo import Demo
 from console.numbers import parse_number
 from jobs.models import Workload
@@ -272,3 +274,49 @@ def test_nul_in_a_json_string_is_a_400_naming_the_field(
     response = api(admin).post(path, body, format="json")
     assert response.status_code == 400
     assert response.json() == {field: [NUL]}
+
+
+# Websockets -------------------------------------------------------------------------------------
+
+
+async def _connect(path: str, user: Any) -> tuple[bool, int | None]:
+    communicator = WebsocketCommunicator(
+        application, path, headers=[(b"origin", b"http://127.0.0.1")]
+    )
+    communicator.scope["user"] = user
+    connected, code = await communicator.connect()
+    await communicator.disconnect()
+    return connected, code
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "path",
+    ["/ws/nope/", "/ws/workspaces/99999999999999999999/", "/ws/quotas/1x/", "/ws/\x00/"],
+    ids=["unknown", "huge-id", "not-an-id", "nul"],
+)
+def test_a_websocket_path_no_route_takes_is_closed_cleanly(
+    bob: Any, run_async: Any, path: str
+) -> None:
+    assert run_async(_connect(path, bob)) == (False, 4404)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_frame_the_feed_cannot_decode_is_ignored(bob: Any, demo: Demo, run_async: Any) -> None:
+    path = f"/ws/workspaces/{demo.workspaces['workspace_b'].pk}/"
+
+    async def run() -> bool:
+        communicator = WebsocketCommunicator(
+            application, path, headers=[(b"origin", b"http://127.0.0.1")]
+        )
+        communicator.scope["user"] = bob
+        connected, _ = await communicator.connect()
+        assert connected
+        await communicator.send_to(text_data="[" * 100_000)
+        await communicator.send_to(text_data="not json")
+        await communicator.send_to(bytes_data=b"\x00\x01")
+        quiet = await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()  # raises what the consumer raised, if anything
+        return quiet
+
+    assert run_async(run()) is True
