@@ -176,6 +176,29 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
 }
 
+# Every server error leaves one record on stderr, with its traceback. Django's default sends
+# django.request's errors only to mail_admins when DEBUG is off: with no ADMINS, nowhere.
+# Django's loggers lose their default handlers and propagate to the root's one, so nothing
+# is written twice (uvicorn logs what escapes the ASGI app, a consumer's exception, itself).
+# django.request's 4xx warnings (a hostile client makes many) are left out.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"line": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {
+        "stderr": {
+            "class": "logging.StreamHandler",
+            "stream": "ext://sys.stderr",
+            "formatter": "line",
+        }
+    },
+    "root": {"handlers": ["stderr"], "level": env("LOG_LEVEL", "WARNING")},
+    "loggers": {
+        "django": {"handlers": [], "level": env("LOG_LEVEL", "WARNING")},
+        "django.request": {"level": "ERROR"},
+    },
+}
+
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
