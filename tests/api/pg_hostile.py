@@ -77,6 +77,11 @@ def main() -> None:
         "max hours": page.post(
             "/workspaces/workspace_b/instances/new/", {**form, "max_hours": "1000000"}
         ).status_code,
+        "gpus × replicas": api["bob"]
+        .post("/api/v1/jobs/", {**job, "replicas": 2**31 - 1}, format="json")
+        .status_code,
+        # A workload that passed the above would fail this sum for every quota reader.
+        "quotas' pending usage": api["admin"].get("/api/v1/quotas/").status_code,
     }
     print(json.dumps({"codes": codes}))
 

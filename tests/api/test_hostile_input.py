@@ -70,6 +70,18 @@ def test_a_submit_refuses_a_number_by_its_length_or_exponent_naming_the_field(
     assert not Workload.objects.filter(name="hostile").exists()
 
 
+def test_gpus_times_replicas_must_fit_what_sql_multiplies(api: Any, bob: Any) -> None:
+    body = {**JOB, "replicas": 2**31 - 1}
+    response = api(bob).post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 400
+    assert response.json() == {
+        "replicas": ["2147483647 × 1 GPUs is more than 2,147,483 GPUs in one workload."]
+    }
+    service = {**JOB, "replicas": 1, "max_replicas": 2**31 - 1}
+    response = api(bob).post("/api/v1/services/", service, format="json")
+    assert response.status_code == 400 and "max_replicas" in response.json()
+
+
 def test_the_parse_refuses_before_converting() -> None:
     for text in ("1e999999999", "-1e999999999", "1e-999999999"):
         with pytest.raises(ValueError, match="at most 19 digits"):

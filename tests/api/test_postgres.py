@@ -94,4 +94,6 @@ def test_hostile_input_is_refused_before_postgresql_sees_it(postgres_url: str) -
         "label key": 400,
         "checkpoint minutes": 200,  # the form again, the error on its field
         "max hours": 200,
+        "gpus × replicas": 400,
+        "quotas' pending usage": 200,
     }, codes
