@@ -13,7 +13,6 @@ Permissions are enforced here once (NetBox's ``BaseViewSet`` + ``restrict()``):
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -38,6 +37,7 @@ from rest_framework.viewsets import GenericViewSet
 
 from console.auth import CompiledTokenAuthentication
 from console.errors import DomainError
+from console.numbers import BIG, INT32, NumberError, parse_number, parse_whole
 from console.permissions import is_platform_admin
 from console.units import gpus_to_milli, milli_to_gpus
 from quotas.services.quotas import StaleVersion
@@ -88,7 +88,7 @@ class PreconditionFailed(exceptions.APIException):
 
 # If-Match / ETag ------------------------------------------------------------------------------
 
-_ETAG = re.compile(r'^\s*(?:W/)?"?(\d+)"?\s*$')
+_ETAG = re.compile(r'^\s*(?:W/)?"?([0-9]{1,18})"?\s*$')
 
 
 def etag(version: int) -> str:
@@ -138,19 +138,12 @@ def ref(slug_field: str = "name", **kwargs: Any) -> Any:
 class GPUField(serializers.Field):  # type: ignore[type-arg]
     """GPUs as a decimal number (0.5 is GPU sharing), held internally as milli-GPUs."""
 
-    MAX_GPUS = 1_000_000
-
     def to_internal_value(self, data: Any) -> int:
         """Refuse what is not a number of GPUs with the domain's message."""
-        if isinstance(data, bool) or not isinstance(data, int | float | str) or data == "":
-            raise serializers.ValidationError(f"{data!r} is not a number of GPUs.")
         try:
-            milli = gpus_to_milli(data)
+            return gpus_to_milli(data)
         except DomainError as error:
             raise serializers.ValidationError(error.message) from None
-        if milli > self.MAX_GPUS * 1000:
-            raise serializers.ValidationError(f"{data} GPUs is more than {self.MAX_GPUS:,}.")
-        return milli
 
     def to_representation(self, value: int) -> float | int:
         """48000 → 48, 500 → 0.5."""
@@ -159,21 +152,32 @@ class GPUField(serializers.Field):  # type: ignore[type-arg]
 
 
 class FiniteFloatField(serializers.FloatField):
-    """A float that is a real number (no inf or nan, which JSON cannot carry back)."""
+    """A float that is a real number of bounded digits (parse_number; no inf or nan)."""
 
     def to_internal_value(self, data: Any) -> float:
-        """Refuse inf and nan."""
-        value = float(super().to_internal_value(data))
-        if not math.isfinite(value):
-            raise serializers.ValidationError(f"{data!r} is not a finite number.")
-        return value
+        """Parse through parse_number, then make it a float."""
+        try:
+            return float(parse_number(data))
+        except NumberError as error:
+            raise serializers.ValidationError(str(error)) from None
+
+
+class WholeField(serializers.IntegerField):
+    """A whole number parsed by parse_whole; min_value and max_value as IntegerField's."""
+
+    def to_internal_value(self, data: Any) -> int:
+        """Parse through parse_whole."""
+        try:
+            return parse_whole(data)
+        except NumberError as error:
+            raise serializers.ValidationError(str(error)) from None
 
 
 def whole(*, big: bool = False, **kwargs: Any) -> serializers.IntegerField:
     """A whole number of 0 or more that fits its column (32-bit, or 64-bit when big)."""
     kwargs.setdefault("min_value", 0)
-    kwargs.setdefault("max_value", 2**62 if big else 2**31 - 1)
-    return serializers.IntegerField(**kwargs)
+    kwargs.setdefault("max_value", BIG if big else INT32)
+    return WholeField(**kwargs)
 
 
 # Authentication, throttling, pagination, filters ----------------------------------------------

@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
+
+from console.errors import DomainError
+from console.numbers import NumberError, parse_number
 
 MILLI = 1000
+# The most GPUs one amount may name: a million GPUs is 10**9 milli-GPUs, which still fits the
+# 32-bit columns (a workload's GPUs per replica) and leaves room in the 64-bit ones.
+MAX_GPUS = 1_000_000
 
 
 def gpus_to_milli(value: object, *, field: str = "gpu") -> int:
     """Turn a GPU count such as 0.5 or "56" into milli-GPUs, refusing finer than 1/1000."""
-    from console.errors import DomainError
-
     try:
-        amount = Decimal(str(value))
-    except InvalidOperation:
-        raise DomainError(f"{value!r} is not a number of GPUs.", field=field) from None
-    if not amount.is_finite() or amount < 0:
+        amount = parse_number(value)
+    except NumberError as error:
+        if error.code != "invalid":
+            raise DomainError(str(error), field=field) from None
+        shown = repr(value) if isinstance(value, str | bool) else "That"
+        raise DomainError(f"{shown} is not a number of GPUs.", field=field) from None
+    if amount < 0:
         raise DomainError(
             f"{value} is not a valid number of GPUs (must be 0 or more).", field=field
         )
+    if amount > MAX_GPUS:
+        raise DomainError(f"{value} GPUs is more than {MAX_GPUS:,}.", field=field)
     milli = amount * MILLI
     if milli != milli.to_integral_value():
         raise DomainError(f"{value} GPUs is finer than 1/1000 of a GPU.", field=field)

@@ -10,7 +10,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 
 from console.permissions import is_platform_admin
 from jobs.live import CLUSTER_GROUP, quota_group, workspace_group
@@ -18,6 +18,7 @@ from workspaces.models import Workspace
 from workspaces.roles import VIEW
 
 REFUSED = 4403
+NOT_FOUND = 4404
 
 
 class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -39,6 +40,11 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         """Leave the group."""
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """Ignore what the browser sends: the feed is one way."""
+        # Channels' JSON consumer decodes every frame: one that is not JSON, is nested
+        # 100,000 deep or is binary raised here, closing the socket with a traceback.
 
     async def tidepool_events(self, message: dict[str, Any]) -> None:
         """Relay a batch of events to the browser, one frame each; a browser gone leaves."""
@@ -92,6 +98,14 @@ class QuotaEventsConsumer(ClusterEventsConsumer):
     def group_name(self) -> str:
         """quota.<id>."""
         return quota_group(self.scope["url_route"]["kwargs"]["quota_id"])
+
+
+class UnknownPathConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
+    """Any path no route takes: closed before it is accepted."""
+
+    async def connect(self) -> None:
+        """Refuse the handshake."""
+        await self.close(code=NOT_FOUND)
 
 
 def _may_view_workspace(user: Any, pk: int) -> bool:

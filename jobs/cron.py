@@ -21,6 +21,7 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from console.errors import DomainError
+from console.numbers import is_digits
 
 # How far ahead (or back) a search looks before it gives up: five years of days.
 SEARCH_DAYS = 5 * 366
@@ -300,7 +301,7 @@ def _parse_field(text: str, spec: _Field, field: str) -> set[int]:
             high = spec.high if step_text is not None else low
         step = 1
         if step_text is not None:
-            if not step_text.isdigit():
+            if not is_digits(step_text):
                 raise DomainError(
                     f"{spec.label} step {step_text!r} in {item!r} is not a whole number.",
                     field=field,
@@ -320,7 +321,7 @@ def _value(token: str, spec: _Field, field: str) -> int:
     lowered = token.lower()
     if lowered in spec.names:
         return spec.names[lowered]
-    if not token.isdigit():
+    if not is_digits(token):
         hint = f" (names: {', '.join(spec.names)})" if spec.names else ""
         raise DomainError(f"{spec.label} {token!r} is not a number{hint}.", field=field)
     number = int(token)

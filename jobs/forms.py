@@ -11,7 +11,8 @@ from typing import Any
 
 from django import forms
 
-from console.units import milli_to_gpus
+from console.numbers import INT32, NumberField, WholeNumberField
+from console.units import MAX_GPUS, milli_to_gpus
 from jobs.choices import IdlePolicy, RestartMode
 from jobs.models import ScalingRule
 from quotas.models import NodePool, Quota
@@ -37,21 +38,31 @@ class WorkloadForm(forms.Form):
         error_messages={"invalid_choice": "Your role may not use that quota in this workspace."},
     )
     node_pool = forms.ModelChoiceField(queryset=NodePool.objects.none(), empty_label=None)
-    replicas = forms.IntegerField(min_value=1, initial=1)
-    gpu = forms.DecimalField(
+    replicas = WholeNumberField(min_value=1, initial=1)
+    # Each maximum is what the workload's 32-bit column holds in milli-GPUs, millicores, MiB.
+    gpu = NumberField(
         label="GPUs per replica",
         min_value=Decimal(0),
+        max_value=Decimal(MAX_GPUS),
         decimal_places=3,
         initial=1,
         help_text="Fractions below one GPU share a device (e.g. 0.5).",
     )
-    cpu = forms.DecimalField(
-        label="CPU cores per replica", min_value=Decimal(0), decimal_places=3, initial=8
+    cpu = NumberField(
+        label="CPU cores per replica",
+        min_value=Decimal(0),
+        max_value=Decimal(INT32 // 1000),
+        decimal_places=3,
+        initial=8,
     )
-    memory = forms.DecimalField(
-        label="Memory per replica (GiB)", min_value=Decimal(0), decimal_places=3, initial=64
+    memory = NumberField(
+        label="Memory per replica (GiB)",
+        min_value=Decimal(0),
+        max_value=Decimal(INT32 // 1024),
+        decimal_places=3,
+        initial=64,
     )
-    priority = forms.IntegerField(min_value=1, max_value=9, initial=5)
+    priority = WholeNumberField(min_value=1, max_value=9, initial=5)
 
     def __init__(self, *args: Any, usable: list[UsableQuota], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -101,10 +112,10 @@ class JobSubmitForm(WorkloadForm):
         help_text="Acceptable: run In Quota if it fits, else on idle capacity (preemptible). "
         "Only Idle Resources: always borrow.",
     )
-    checkpoint_minutes = forms.IntegerField(
-        label="Checkpoint interval (minutes)", min_value=1, initial=30
+    checkpoint_minutes = WholeNumberField(
+        label="Checkpoint interval (minutes)", min_value=1, max_value=INT32 // 60, initial=30
     )
-    work_hours = forms.DecimalField(
+    work_hours = NumberField(
         label="Work (GPU-hours, simulated)",
         min_value=Decimal("0.001"),
         decimal_places=3,
@@ -114,11 +125,11 @@ class JobSubmitForm(WorkloadForm):
     fault_tolerance = forms.BooleanField(
         label="Automatic Fault Tolerance", required=False, initial=True
     )
-    max_restarts = forms.IntegerField(label="Max restarts", min_value=0, max_value=100, initial=3)
+    max_restarts = WholeNumberField(label="Max restarts", min_value=0, max_value=100, initial=3)
     restart_mode = forms.ChoiceField(
         label="Restart", choices=RestartMode.choices, initial=RestartMode.SYNC
     )
-    hang_minutes = forms.IntegerField(
+    hang_minutes = WholeNumberField(
         label="Hang detection (minutes without progress)",
         min_value=1,
         required=False,
@@ -152,8 +163,8 @@ class JobSubmitForm(WorkloadForm):
 class ServiceCreateForm(WorkloadForm):
     """Create an inference service (PAI EAS)."""
 
-    min_replicas = forms.IntegerField(min_value=1, initial=1)
-    max_replicas = forms.IntegerField(min_value=1, initial=4)
+    min_replicas = WholeNumberField(min_value=1, initial=1)
+    max_replicas = WholeNumberField(min_value=1, initial=4)
 
     ALIASES = {"node_pools": "node_pool"}
 
@@ -163,10 +174,14 @@ class ServiceCreateForm(WorkloadForm):
 class InstanceStartForm(WorkloadForm):
     """Start an interactive instance (PAI DSW / Run:ai workspace)."""
 
-    max_hours = forms.DecimalField(
-        label="Maximum duration (hours)", min_value=Decimal("0.02"), decimal_places=2, initial=4
+    max_hours = NumberField(
+        label="Maximum duration (hours)",
+        min_value=Decimal("0.02"),
+        max_value=Decimal(INT32 // 3600),  # max_duration is seconds in a 32-bit column
+        decimal_places=2,
+        initial=4,
     )
-    idle_stop_minutes = forms.IntegerField(
+    idle_stop_minutes = WholeNumberField(
         label="Idle auto-stop (minutes)", min_value=1, required=False, help_text="Empty: off."
     )
 
@@ -192,11 +207,13 @@ class InstanceStartForm(WorkloadForm):
 class ScaleForm(forms.Form):
     """Set an inference service's target replicas by hand."""
 
-    replicas = forms.IntegerField(min_value=0, label="Target replicas")
+    replicas = WholeNumberField(min_value=0, label="Target replicas")
 
 
 class ScalingRuleForm(forms.ModelForm):  # type: ignore[type-arg]
     """A scheduled scaling rule: the service validates cron, time zone and target."""
+
+    target_replicas = WholeNumberField(min_value=0, label="Target replicas")
 
     class Meta:
         model = ScalingRule
@@ -210,11 +227,6 @@ class ScalingRuleForm(forms.ModelForm):  # type: ignore[type-arg]
             "cron": "minute hour day month weekday, e.g. 0 8 * * *",
             "exclude_cron": "Firings matching this are skipped, e.g. * * * * 6,0 for weekends.",
         }
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # The service's checks decide; the model's own validation would only repeat them.
-        self.fields["target_replicas"].min_value = 0  # type: ignore[attr-defined]
 
     def _post_clean(self) -> None:
         """Skip model validation (unique name is the service's to refuse, with its message)."""

@@ -13,6 +13,7 @@ from typing import Any
 from django import forms
 
 from console.errors import DomainError
+from console.numbers import BIG, NumberField, WholeNumberField
 from console.units import gpus_to_milli
 from quotas.amounts import RESOURCES, Amounts
 from quotas.choices import QueueStrategy
@@ -51,6 +52,9 @@ def to_internal(resource: str, value: Decimal) -> int:
     if amount != amount.to_integral_value():
         unit = "1 MiB" if resource == "memory" else "1 millicore"
         raise forms.ValidationError(f"{value} is finer than {unit}.")
+    if amount > BIG:  # what the 64-bit column takes, as the API's fields allow
+        largest = int(BIG / Decimal(per_unit))
+        raise forms.ValidationError(f"{value} is more than {largest:,}.")
     return int(amount)
 
 
@@ -73,7 +77,7 @@ class AmountsForm(forms.Form):
                 for r in RESOURCES:
                     value = current.min(r) if bound == "min" else current.max(r)
                     label = f"{np.name} {RESOURCE_LABEL[r]} {BOUND_LABEL[bound]}"
-                    self.fields[amount_field_name(np, bound, r)] = forms.DecimalField(
+                    self.fields[amount_field_name(np, bound, r)] = NumberField(
                         label=label,
                         required=False,
                         min_value=Decimal(0),
@@ -163,7 +167,7 @@ class QuotaForm(AmountsForm):
 
     name = forms.CharField(max_length=100)
     resource_pool = forms.ModelChoiceField(queryset=ResourcePool.objects.all())
-    over_quota_weight = forms.FloatField(
+    over_quota_weight = NumberField(
         required=False,
         label="Over-quota weight",
         help_text="Share of borrowed capacity. Empty: proportional to min.",
@@ -206,7 +210,9 @@ class QuotaForm(AmountsForm):
             "resource_pool": resource_pool,
             "parent": self.parent,
             "resources": resources,
-            "over_quota_weight": data.get("over_quota_weight"),
+            "over_quota_weight": (
+                None if data.get("over_quota_weight") is None else float(data["over_quota_weight"])
+            ),
             "child_preemption": data.get("child_preemption", False),
             "lend_idle": data.get("lend_idle", False),
             "queue_strategy": data["queue_strategy"],
@@ -222,7 +228,7 @@ class QuotaForm(AmountsForm):
 class ScaleForm(AmountsForm):
     """Scale a quota: its min and max on each node pool of its resource pool."""
 
-    version = forms.IntegerField(widget=forms.HiddenInput)
+    version = WholeNumberField(widget=forms.HiddenInput)
 
     def error_field(self, err: DomainError) -> str | None:
         """A stale version concerns the whole form."""
@@ -236,13 +242,13 @@ class RebalanceForm(forms.Form):
 
     target = forms.ModelChoiceField(queryset=Quota.objects.none(), label="To quota")
     node_pool = forms.ModelChoiceField(queryset=NodePool.objects.none())
-    gpu = forms.DecimalField(
+    gpu = NumberField(
         label="GPUs", required=False, min_value=Decimal(0), decimal_places=3, initial=0
     )
-    cpu = forms.DecimalField(
+    cpu = NumberField(
         label="CPU cores", required=False, min_value=Decimal(0), decimal_places=3, initial=0
     )
-    memory = forms.DecimalField(
+    memory = NumberField(
         label="Memory GiB", required=False, min_value=Decimal(0), decimal_places=3, initial=0
     )
 
@@ -308,4 +314,4 @@ class ChildPreemptionForm(forms.Form):
     """Turn child-level preemption on or off."""
 
     enabled = forms.BooleanField(required=False)
-    version = forms.IntegerField(required=False, widget=forms.HiddenInput)
+    version = WholeNumberField(required=False, widget=forms.HiddenInput)

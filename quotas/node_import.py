@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from console.errors import DomainError
+from console.numbers import BIG, INT32, NumberError, parse_whole
 
 FORMATS = ("auto", "csv", "yaml")
 OPENB_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
@@ -69,22 +70,24 @@ def refuse(line: int, reason: str) -> DomainError:
     return DomainError(f"line {line}: {reason}", field="file")
 
 
-def _whole(value: Any, column: str, line: int) -> int:
-    """A whole number of 0 or more, or a refusal naming the column."""
+def _whole(value: Any, column: str, line: int, *, high: int = BIG) -> int:
+    """A whole number from 0 to what its column holds, or a refusal naming the column."""
     if isinstance(value, bool):
         raise refuse(line, f"{column} {value!r} is not a whole number")
-    if isinstance(value, int):
-        number = value
-    else:
-        text = str(value).strip() if value is not None else ""
-        if not text:
+    if not isinstance(value, int):
+        value = str(value).strip() if value is not None else ""
+        if not value:
             raise refuse(line, f"{column} is empty")
-        try:
-            number = int(text)
-        except ValueError:
-            raise refuse(line, f"{column} {text!r} is not a whole number") from None
+    try:
+        number = parse_whole(value)
+    except NumberError as error:
+        if error.code == "invalid":
+            raise refuse(line, f"{column} {value!r} is not a whole number") from None
+        raise refuse(line, f"{column}: {error}") from None
     if number < 0:
         raise refuse(line, f"{column} {number} is negative (must be 0 or more)")
+    if number > high:
+        raise refuse(line, f"{column} {number} is more than {high:,}")
     return number
 
 
@@ -200,14 +203,14 @@ def _parse_csv(text: str) -> ClusterSpec:
             if openb:
                 name = _text(cell("sn"), "sn", line)
                 pool = _text(cell("model"), "model", line)
-                gpus = _whole(cell("gpu"), "gpu", line)
+                gpus = _whole(cell("gpu"), "gpu", line, high=INT32)
                 cpu = _whole(cell("cpu_milli"), "cpu_milli", line)
                 memory = _whole(cell("memory_mib"), "memory_mib", line)
                 labels: dict[str, str] = {}
             else:
                 name = _text(cell("name"), "name", line)
                 pool = _text(cell("pool"), "pool", line)
-                gpus = _whole(cell("gpus"), "gpus", line)
+                gpus = _whole(cell("gpus"), "gpus", line, high=INT32)
                 cpu = _whole(cell("cpu"), "cpu", line)
                 memory = _whole(cell("memory"), "memory", line)
                 labels = _labels_text(cell("labels"), line)
@@ -252,6 +255,10 @@ def _parse_yaml(text: str) -> ClusterSpec:
         raise refuse(line, f"not valid YAML ({exc.problem or exc.context})") from None
     except yaml.YAMLError as exc:
         raise refuse(1, f"not valid YAML ({exc})") from None
+    except RecursionError:
+        raise refuse(1, "not valid YAML (nested too deeply)") from None
+    except ValueError:  # a value no type takes, e.g. an integer of 5,000 digits
+        raise refuse(1, "not valid YAML (a value it cannot read)") from None
     pool_items: list[Any] = []
     if isinstance(document, list):
         node_items = document
@@ -305,7 +312,7 @@ def _parse_yaml(text: str) -> ClusterSpec:
             NodeSpec(
                 name=name,
                 pool=pool,
-                gpus=_whole(item["gpus"], "gpus", line),
+                gpus=_whole(item["gpus"], "gpus", line, high=INT32),
                 cpu=_whole(item["cpu"], "cpu", line),
                 memory=_whole(item["memory"], "memory", line),
                 labels=_labels_mapping(item.get("labels"), line),

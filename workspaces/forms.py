@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.http import QueryDict
 
 from console.errors import DomainError
+from console.numbers import NumberError, parse_whole
 from console.units import gpus_to_milli
 from quotas.models import Quota
 from workspaces.choices import Role
@@ -91,8 +92,8 @@ def parse_rule_rows(rows: list[RuleRow], quotas: Mapping[str, Quota]) -> list[Us
         max_priority = None
         if row.max_priority:
             try:
-                max_priority = int(row.max_priority)
-            except ValueError:
+                max_priority = parse_whole(row.max_priority)
+            except NumberError:
                 raise DomainError(
                     f"{prefix}: max priority {row.max_priority!r} is not a whole number 1-9.",
                     field="max_priority",

@@ -47,6 +47,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "console.middleware.RefuseNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -158,6 +159,12 @@ REST_FRAMEWORK = {
         "console.auth.CompiledTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # DRF's three, its JSON parser bounded in depth and refusing NUL in strings.
+    "DEFAULT_PARSER_CLASSES": [
+        "console.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -167,6 +174,29 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+}
+
+# Every server error leaves one record on stderr, with its traceback. Django's default sends
+# django.request's errors only to mail_admins when DEBUG is off: with no ADMINS, nowhere.
+# Django's loggers lose their default handlers and propagate to the root's one, so nothing
+# is written twice (uvicorn logs what escapes the ASGI app, a consumer's exception, itself).
+# django.request's 4xx warnings (a hostile client makes many) are left out.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"line": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {
+        "stderr": {
+            "class": "logging.StreamHandler",
+            "stream": "ext://sys.stderr",
+            "formatter": "line",
+        }
+    },
+    "root": {"handlers": ["stderr"], "level": env("LOG_LEVEL", "WARNING")},
+    "loggers": {
+        "django": {"handlers": [], "level": env("LOG_LEVEL", "WARNING")},
+        "django.request": {"level": "ERROR"},
+    },
 }
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"

@@ -19,7 +19,8 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console.api import ClusterViewSet, FieldFilterBackend, WorkspaceScopedViewSet, is_id
+from console.api import ClusterViewSet, FieldFilterBackend, WorkspaceScopedViewSet
+from console.numbers import is_digits
 from console.statements import ROWS, Statement
 from jobs import clock
 from jobs.api import serializers as s
@@ -378,7 +379,7 @@ class UsageViewSet(mixins.ListModelMixin, ClusterViewSet):
         if quota:
             queryset = (
                 queryset.filter(quota_id=int(quota))
-                if is_id(quota)
+                if is_digits(quota)
                 else queryset.filter(quota__name=quota)
             )
         if "since" in values:

@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from console.errors import DomainError
+from console.numbers import INT32
 from console.statements import Statement
 from console.units import called, milli_to_gpus
 from jobs import clock
@@ -63,6 +64,19 @@ def _check_shape(shape: Shape, kind: str) -> None:
     if not 1 <= shape.priority <= 9:
         raise DomainError(
             f"Priority must be between 1 and 9, not {shape.priority}.", field="priority"
+        )
+
+
+def _check_total(shape: Shape, peak_replicas: int | None) -> None:
+    """Refuse more milli-GPUs in one workload (at its most replicas) than 32 bits hold."""
+    # SQL multiplies the two columns (a job list sorted by GPUs, the quotas' pending usage);
+    # on PostgreSQL an integer product past 2**31 - 1 fails that query for every reader.
+    peak = peak_replicas or shape.replicas
+    if shape.gpu * peak > INT32:
+        raise DomainError(
+            f"{peak} × {milli_to_gpus(shape.gpu)} GPUs is more than {INT32 // 1000:,} GPUs "
+            "in one workload.",
+            field="replicas" if peak == shape.replicas else "max_replicas",
         )
 
 
@@ -162,6 +176,7 @@ def _create(
     now = now or clock.now()
     name = _check_name(workspace, name)
     _check_shape(shape, kind)
+    _check_total(shape, peak_replicas)
     _check_pools(quota, node_pools)
     check_usage_rules(
         actor=actor,

@@ -14,6 +14,7 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from console.errors import DomainError
+from console.numbers import is_digits
 from console.permissions import is_platform_admin
 from jobs import selectors
 from jobs.choices import Kind, Status
@@ -97,7 +98,7 @@ class JobListView(WorkspacePageMixin, TemplateView):
         if status in Status.values:
             jobs = jobs.filter(status=status)
         owner = params.get("owner", "")
-        if owner.isdigit():
+        if is_digits(owner):
             jobs = jobs.filter(owner_id=int(owner))
         quota = params.get("quota", "")
         if quota in QUOTA_FILTERS:
@@ -108,7 +109,7 @@ class JobListView(WorkspacePageMixin, TemplateView):
         total = jobs.count()
         pages = max((total + PAGE_SIZE - 1) // PAGE_SIZE, 1)
         page = params.get("page", "1")
-        number = min(max(int(page), 1), pages) if page.isdigit() else 1
+        number = min(max(int(page), 1), pages) if is_digits(page) else 1
         start = (number - 1) * PAGE_SIZE
         rows = selectors.workload_rows(_sorted(jobs, sort), start, start + PAGE_SIZE)
         moment = now()

@@ -14,12 +14,13 @@ from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.api import IF_MATCH, ClusterViewSet, expected_version, with_etag
 from console.errors import DomainError
+from console.parsers import JSONParser
 from console.permissions import is_platform_admin
 from jobs import clock
 from quotas.api import serializers as s

@@ -18,6 +18,7 @@ from django.views import View
 from django.views.generic import FormView, TemplateView
 
 from console.errors import DomainError
+from console.numbers import is_digits
 from console.permissions import PlatformAdminRequiredMixin
 from jobs import clock
 from jobs.usage_selectors import BUCKET, quota_usage_series
@@ -265,7 +266,8 @@ class QuotaScaleView(QuotaMixin, ScaleFormView):
 
 def _affected(request: HttpRequest) -> str:
     """What a change did to running jobs, for the message after it."""
-    count = int(request.POST.get("affected") or 0) if "confirm" in request.POST else 0
+    affected = request.POST.get("affected", "")
+    count = int(affected) if "confirm" in request.POST and is_digits(affected) else 0
     if not count:
         return "No running job is affected."
     jobs = "job becomes" if count == 1 else "jobs become"

@@ -78,3 +78,22 @@ def test_the_apis_statements_compile_on_postgresql(postgres_url: str) -> None:
     ):
         assert compiled.get(name), (name, compiled)
     assert all(all(shapes) for shapes in compiled.values()), compiled
+
+
+@pytest.mark.postgres
+def test_hostile_input_is_refused_before_postgresql_sees_it(postgres_url: str) -> None:
+    """NUL in a path, filter or JSON string and numbers past a 32-bit column answer 4xx."""
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("CREATE DATABASE hostile")
+    lines = _script(postgres_url.rsplit("/", 1)[0] + "/hostile", "tests.api.pg_hostile")
+    codes = json.loads(lines[-1])["codes"]
+    assert codes == {
+        "filter": 400,
+        "member path": 400,
+        "slug reference": 400,
+        "label key": 400,
+        "checkpoint minutes": 200,  # the form again, the error on its field
+        "max hours": 200,
+        "gpus × replicas": 400,
+        "quotas' pending usage": 200,
+    }, codes
