@@ -192,12 +192,18 @@ class Stack:
         log = self.logs / "postgres.log"
         log.touch()
         give_to_postgres(self.pg_root, self.pg_sockets, log)
-        if fresh:
-            postgres_init(self.pg_data)
+        if os.geteuid() == 0:  # the postgres user must get through the folder (mkdtemp's: 0700)
+            self.dir.chmod(self.dir.stat().st_mode | 0o111)
         _port_free(config.pg_port, "PostgreSQL", "--pg-port")
-        postgres_start(self.pg_data, port=config.pg_port, sockets=self.pg_sockets, log=log)
-        if fresh:
-            database_create(config.pg_port)
+        try:
+            if fresh:
+                postgres_init(self.pg_data)
+            postgres_start(self.pg_data, port=config.pg_port, sockets=self.pg_sockets, log=log)
+            if fresh:
+                database_create(config.pg_port)
+        except subprocess.CalledProcessError as error:
+            said = (error.stderr or b"").decode(errors="replace").strip()
+            raise StackError(f"{' '.join(map(str, error.cmd))} failed: {said}", log) from None
         return "initialised and started" if fresh else "started"
 
     def start_redis(self, config: Config) -> str:
