@@ -74,6 +74,8 @@ TODAY = {
     "event_p95_ms": 254,
     "sockets": 306,
 }
+# The last line of a traceback: the exception's class (dotted), then its message.
+EXCEPTION_LINE = re.compile(r"^((?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Timeout))(?::|$)")
 CYCLE_LINE = re.compile(
     r"^\[(?P<at>[\d-]+ [\d:]+),(?P<ms>\d+): [^\]]*\] Task jobs\.tasks\.(?P<task>\w+)\[[^\]]*\] "
     r"succeeded in (?P<seconds>[\d.e-]+)s: (?P<result>.*)$"
@@ -537,6 +539,19 @@ def _task_runs(logs: Path, since: float, until: float) -> dict[str, Any]:
     }
 
 
+def _log_errors(logs: Path) -> dict[str, Any]:
+    """Tracebacks in the web and worker logs, by the exception that ended each."""
+    ended: Counter[str] = Counter()
+    for log in sorted([*logs.glob("web*.log"), *logs.glob("worker*.log")]):
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        for line, after in zip(lines, [*lines[1:], ""], strict=True):
+            match = EXCEPTION_LINE.match(line)
+            # A chained traceback's earlier exceptions are followed by the one they caused.
+            if match and not after.startswith(("The above exception", "During handling")):
+                ended[f"{log.stem}: {match[1]}"] += 1
+    return {"tracebacks": sum(ended.values()), "by_exception": dict(ended.most_common(8))}
+
+
 def one_run(args: argparse.Namespace) -> dict[str, Any]:
     """Bring a stack up with `args.web` web processes, load it, measure, bring it down."""
     from tools.servers import postgres_running
@@ -655,6 +670,7 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
                 "web_cpu_ms_per_submit": round(1000 * web_cpu / max(1, len(results)), 2),
             },
             "invariants": _invariants(),
+            "errors_in_logs": _log_errors(stack.logs),
             "load_average": [round(x, 2) for x in os.getloadavg()],
         }
         connection.close()
