@@ -12,17 +12,20 @@ cluster whose pods start `--start-delay` seconds after they are placed. It then:
   the quotas with it, so the time to Running measures the control loop, not a queue; each
   job (2 replicas of 1 GPU by default) runs for an hour, longer than the run;
 - logs alice, bob and carol in (/login/) and opens `--sockets` websockets on their
-  workspaces' live events, spread over the web processes, from a process of its own;
+  workspaces' live events, spread over the web processes, from a process of its own that
+  reconnects a closed socket as the page does (static/js/live.js);
 - submits `--jobs` training jobs (POST /api/v1/jobs/, token auth) from `--clients` threads,
   each a persona on its own workspace and web process, and times each answer;
 - waits until every job has all its replicas Running, then reads the database: submit to
-  Running (the last replica's started_at minus the job's submitted_at), submit to placed
-  (the admission), the events each socket should have had (those of its workspace) against
+  Running (the last replica's started_at minus the job's submitted_at), submit to admitted,
+  the events each socket should have had (those of its workspace) against
   those it got, and the invariants (no node or GPU over capacity, no live pod of an ended
   workload);
 - reads the scheduling cycle's and backend sync's durations from the workers' task lines
-  ("Task jobs.tasks.scheduling_cycle[…] succeeded in Xs: admitted"), and the CPU each
-  process group used while the submits ran.
+  ("Task jobs.tasks.scheduling_cycle[…] succeeded in Xs: admitted"), the tracebacks in the
+  web and worker logs, and the CPU each process group used while the submits ran.
+
+`--jobs 300 --sockets 30` is a smoke run; `--keep` keeps each stack's folder and logs.
 
 Submit to Running adds up three parts: submit to admitted, then the start delay, then
 "pod due to Running". Submit to admitted can be slightly negative, because a cycle stamps its
@@ -540,10 +543,12 @@ def _task_runs(logs: Path, since: float, until: float) -> dict[str, Any]:
 
 
 def _log_errors(logs: Path) -> dict[str, Any]:
-    """Tracebacks in the web and worker logs, by the exception that ended each."""
+    """Tracebacks in the web and worker logs before shutdown, by the exception that ended each."""
     ended: Counter[str] = Counter()
     for log in sorted([*logs.glob("web*.log"), *logs.glob("worker*.log")]):
-        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        text = log.read_text(errors="replace")
+        text = re.split(r"Shutting down|Warm shutdown", text, maxsplit=1)[0]  # the run, not down
+        lines = [line for line in text.splitlines() if line.strip()]
         for line, after in zip(lines, [*lines[1:], ""], strict=True):
             match = EXCEPTION_LINE.match(line)
             # A chained traceback's earlier exceptions are followed by the one they caused.
