@@ -328,14 +328,25 @@ async def _listen(spec: list[dict[str, str]], out: Path) -> None:
 # One run: a stack with `web` web processes
 
 
-def _ports(count: int) -> int:
-    """A first port with `count` free ports from it."""
+def _ports(web: int) -> tuple[int, int, int]:
+    """Free ports: the first of `web` in a row for the web processes, PostgreSQL's, Redis's.
+
+    Nothing listens on them yet, so each is checked against those already chosen too.
+    """
     from tools.servers import free_port, listening
 
     while True:
         first = free_port()
-        if first + count < 65536 and not any(listening(first + i) for i in range(1, count)):
-            return first
+        if first + web < 65536 and not any(listening(first + i) for i in range(1, web)):
+            break
+    chosen = set(range(first, first + web))
+    servers = []
+    while len(servers) < 2:
+        port = free_port()
+        if port not in chosen:
+            chosen.add(port)
+            servers.append(port)
+    return first, servers[0], servers[1]
 
 
 def _django(env: dict[str, str]) -> None:
@@ -574,23 +585,25 @@ def _log_errors(logs: Path) -> dict[str, Any]:
 def one_run(args: argparse.Namespace) -> dict[str, Any]:
     """Bring a stack up with `args.web` web processes, load it, measure, bring it down."""
     from tools.servers import postgres_running
-    from tools.stack import Stack, down, up
+    from tools.stack import Stack, StackError, down, log_tail, up
 
     folder = Path(tempfile.mkdtemp(prefix=f"tidepool-bench-dist-web{args.web}-"))
     stack = Stack(folder)
+    web_port, pg_port, redis_port = _ports(args.web)
     try:
         with redirect_stdout(sys.stderr):
-            config = up(
-                stack,
-                {
-                    "web": args.web,
-                    "workers": args.workers,
-                    "port": _ports(args.web),
-                    "pg_port": _ports(1),
-                    "redis_port": _ports(1),
-                    "start_delay": args.start_delay,
-                },
-            )
+            asked = {
+                "web": args.web,
+                "workers": args.workers,
+                "port": web_port,
+                "pg_port": pg_port,
+                "redis_port": redis_port,
+                "start_delay": args.start_delay,
+            }
+            try:
+                config = up(stack, asked)
+            except StackError as error:  # what up printed for `make up`, before the folder goes
+                raise SystemExit(f"stack: {error}\n{log_tail(error.where)}") from None
         _django(stack.env(config))
         from django.db import connection
 

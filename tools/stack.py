@@ -408,7 +408,7 @@ def _answers(port: int) -> bool:
         return False
 
 
-def _tail(where: Path, lines: int = 30) -> str:
+def log_tail(where: Path, lines: int = 30) -> str:
     """The end of a log, or a pointer to the folder."""
     if where.is_file():
         return "\n".join(where.read_text(errors="replace").splitlines()[-lines:])
@@ -447,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         up(stack, asked)
     except StackError as error:
-        print(f"make up: {error}\n{_tail(error.where)}", file=sys.stderr)
+        print(f"make up: {error}\n{log_tail(error.where)}", file=sys.stderr)
         print("What did start still runs: `make down` stops it.", file=sys.stderr)
         return 1
     return 0
