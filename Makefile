@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest distributed install core migrate clean
+.PHONY: demo test lint typecheck pytest distributed install core migrate clean up down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,18 @@ distributed: install core
 	$(BIN)/python -m tests.distributed
 
 test: lint typecheck pytest distributed
+
+# The distributed stack on this machine, for trying it (tools/stack.py): PostgreSQL and Redis
+# from the system packages, migrations and seed_demo, 2 web processes on ports 8000 and 8001,
+# 2 Celery workers and beat. Data, logs and pids stay in .stack/; both are safe to repeat.
+# STACK passes options, e.g. `make up STACK="--web 3 --port 9000"`.
+STACK ?=
+up: install core
+	$(BIN)/python tools/stack.py up $(STACK)
+
+# Standard library only: stops the stack without the virtualenv.
+down:
+	$(PYTHON) tools/stack.py down $(STACK)
 
 clean:
 	rm -rf $(VENV) build staticfiles tidepool.sqlite3

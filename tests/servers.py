@@ -1,46 +1,35 @@
 """Throwaway PostgreSQL and Redis servers on loopback for the distributed-mode tests.
 
-They run from Debian's packages (`.ci/run` installs them). PostgreSQL refuses to run as
-root, so as root the cluster is created and started as the `postgres` user.
+They run from Debian's packages (`.ci/run` installs them) through tools/servers.py, which
+`make up` uses too. PostgreSQL refuses to run as root, so as root the cluster is created and
+started as the `postgres` user.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+from tools.servers import (
+    PG_BIN,
+    database_create,
+    free_port,
+    give_to_postgres,
+    postgres_available,
+    postgres_init,
+    postgres_start,
+    postgres_stop,
+    postgres_url,
+    redis_args,
+    redis_available,
+    wait_for_port,
+)
 
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _as_postgres(args: list[str]) -> list[str]:
-    """Run a PostgreSQL binary as the postgres user when we are root."""
-    if os.geteuid() == 0:
-        return ["runuser", "-u", "postgres", "--", *args]
-    return args
-
-
-def postgres_available() -> bool:
-    """The PostgreSQL server binaries are installed."""
-    return (PG_BIN / "initdb").exists()
-
-
-def redis_available() -> bool:
-    """redis-server is installed."""
-    return shutil.which("redis-server") is not None
+__all__ = ["PG_BIN", "free_port", "postgres", "postgres_available", "redis", "redis_available"]
 
 
 @contextmanager
@@ -49,67 +38,15 @@ def postgres() -> Iterator[str]:
     root = Path(tempfile.mkdtemp(prefix="tidepool-pg-"))
     data, sockets = root / "data", root / "sock"
     sockets.mkdir()
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres")
-        shutil.chown(sockets, "postgres")
+    give_to_postgres(root, sockets)
     port = free_port()
-    subprocess.run(
-        _as_postgres(
-            [
-                str(PG_BIN / "initdb"),
-                "-D",
-                str(data),
-                "-U",
-                "tidepool",
-                "--auth=trust",
-                "-E",
-                "UTF8",
-            ]
-        ),
-        check=True,
-        capture_output=True,
-    )
-    options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
-    subprocess.run(
-        _as_postgres(
-            [
-                str(PG_BIN / "pg_ctl"),
-                "-D",
-                str(data),
-                "-o",
-                options,
-                "-w",
-                "-l",
-                str(root / "log"),
-                "start",
-            ]
-        ),
-        check=True,
-        capture_output=True,
-    )
+    postgres_init(data)
+    postgres_start(data, port=port, sockets=sockets, log=root / "log", fsync=False)
     try:
-        subprocess.run(
-            _as_postgres(
-                [
-                    str(PG_BIN / "createdb"),
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                    "-U",
-                    "tidepool",
-                    "tidepool",
-                ]
-            ),
-            check=True,
-            capture_output=True,
-        )
-        yield f"postgres://tidepool@127.0.0.1:{port}/tidepool"
+        database_create(port)
+        yield postgres_url(port)
     finally:
-        subprocess.run(
-            _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
-            capture_output=True,
-        )
+        postgres_stop(data, mode="immediate")
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -117,29 +54,9 @@ def postgres() -> Iterator[str]:
 def redis() -> Iterator[str]:
     """A fresh Redis with no persistence; yields its URL."""
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = subprocess.Popen(redis_args(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        wait_for_port(port)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         proc.terminate()

@@ -1,0 +1,1 @@
+"""Developer tools: the core build (make core), the local distributed stack (make up/down)."""
