@@ -116,31 +116,50 @@ def postgres() -> Iterator[str]:
 @contextmanager
 def redis() -> Iterator[str]:
     """A fresh Redis with no persistence; yields its URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server = RedisServer()
+    server.start()
     try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+class RedisServer:
+    """A redis-server with no persistence on one port, which a test may stop and start again."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections."""
+        self.proc = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
             except OSError:
                 time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Stop the server (its data goes with it, as after a crash without persistence)."""
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None

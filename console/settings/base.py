@@ -133,20 +133,41 @@ STATICFILES_DIRS = [
 ]
 
 REDIS_URL = env("REDIS_URL", "")
+# Live consumers re-join their group every fifth of this (jobs/consumers.py), so a member that
+# never left (its web process died mid-disconnect) stops being sent events within 5 minutes
+# instead of channels_redis's default day.
+GROUP_EXPIRY = 300
 CHANNEL_LAYERS = (
     {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {
+                # A socket's receive blocks 5 s in Redis (BZPOPMIN); with redis-py's default
+                # 5 s read timeout every quiet socket was dropped each 5 s.
+                "hosts": [
+                    {"address": REDIS_URL, "socket_timeout": 10, "socket_connect_timeout": 2}
+                ],
+                "group_expiry": GROUP_EXPIRY,
+            },
         }
     }
     if REDIS_URL
-    else {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    else {
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"group_expiry": GROUP_EXPIRY},
+        }
+    }
 )
 # The cache (token throttling, for one) is shared by every web process in the distributed mode.
+# Short timeouts: a request's wake-up or throttle gives up quickly on an unreachable Redis.
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
+        }
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
