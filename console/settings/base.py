@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import plotly
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -142,10 +144,18 @@ CHANNEL_LAYERS = (
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                # A socket's receive blocks 5 s in Redis (BZPOPMIN); with redis-py's default
-                # 5 s read timeout every quiet socket was dropped each 5 s.
                 "hosts": [
-                    {"address": REDIS_URL, "socket_timeout": 10, "socket_connect_timeout": 2}
+                    {
+                        "address": REDIS_URL,
+                        # A socket's receive blocks 5 s in Redis (BZPOPMIN); with redis-py's
+                        # default 5 s read timeout every quiet socket was dropped each 5 s.
+                        "socket_timeout": 10,
+                        "socket_connect_timeout": 2,
+                        # A pooled connection that died with a Redis restart fails its next
+                        # command; retried once on a new connection, the first join after
+                        # Redis returns succeeds instead of dropping the socket again.
+                        "retry": Retry(NoBackoff(), 1),
+                    }
                 ],
                 "group_expiry": GROUP_EXPIRY,
             },

@@ -1,5 +1,6 @@
 """Fixtures for Redis faults: a Redis of the test's own that it stops and starts, the Celery
-worker and beat on it, a real web process, and a websocket client that reconnects like a page.
+worker and beat on it (restarted if they exit, as a supervisor would), a real web process, and
+a websocket client that reconnects like a page.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import websockets
 
 from tests.servers import RedisServer, free_port
 
-from .conftest import ROOT, _celery_env
+from .conftest import ROOT, _celery_env, _start, _stop
 
 # How often the test's page retries a closed socket (live.js waits at most 2.5 s).
 RETRY = 1.0
@@ -37,11 +37,63 @@ def redis_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisServer]:
     server.stop()
 
 
+class Supervised(threading.Thread):
+    """A Celery process started again whenever it exits, as systemd's Restart=always does.
+
+    kombu 5.7 can end a worker when Redis dies while it acks a message (an AttributeError in
+    `restore_unacked` on the closed connection); production runs workers under a supervisor.
+    """
+
+    def __init__(self, *args: str, log: Path) -> None:
+        super().__init__(name=f"supervise-{args[0]}", daemon=True)
+        self.args, self.log = args, log
+        self.proc = _start(*args, log=log)
+        self.restarts = 0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        """Restart the process when it exits, until stopped."""
+        while not self.stopped.wait(0.5):
+            if self.proc.poll() is not None:
+                self.restarts += 1
+                print(f"{self.args[0]} exited; restarting:\n{self.log.read_text()[-2000:]}")
+                self.log = self.log.with_suffix(f".{self.restarts}.log")
+                self.proc = _start(*self.args, log=self.log)
+
+    def stop(self) -> None:
+        """Stop supervising, then stop the process."""
+        self.stopped.set()
+        self.join(5)
+        _stop(self.proc, self.log)
+
+
 @pytest.fixture
-def celery_on_redis(redis_server: RedisServer, request: pytest.FixtureRequest) -> None:
-    """The Celery worker and beat, started once REDIS_URL names the test's Redis."""
-    request.getfixturevalue("worker")
-    request.getfixturevalue("beat")
+def celery_on_redis(
+    redis_server: RedisServer, transactional_db: None, tmp_path: Path
+) -> Iterator[list[Supervised]]:
+    """A Celery worker and beat on the test's Redis (the options of conftest's fixtures)."""
+    worker = Supervised(
+        "worker",
+        "--pool=solo",
+        "--loglevel=INFO",
+        "--without-heartbeat",
+        "--without-mingle",
+        "--without-gossip",
+        log=tmp_path / "worker.log",
+    )
+    beat = Supervised(
+        "beat",
+        "--loglevel=INFO",
+        "--max-interval=1",
+        "--scheduler=django_celery_beat.schedulers:DatabaseScheduler",
+        log=tmp_path / "beat.log",
+    )
+    processes = [worker, beat]
+    for process in processes:
+        process.start()
+    yield processes
+    for process in processes:
+        process.stop()
 
 
 @pytest.fixture
@@ -70,12 +122,15 @@ def web(redis_server: RedisServer, transactional_db: None, tmp_path: Path) -> It
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 90  # two busy cores start four processes at once
+    while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             break
         except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"the web process did not start:\n{log.read_text()[-4000:]}")
             time.sleep(0.1)
     yield f"127.0.0.1:{port}"
     proc.terminate()
@@ -95,7 +150,9 @@ class LiveSocket(threading.Thread):
         self.seq: int | None = None
         # (monotonic time received, whether it came before caught_up, payload)
         self.events: list[tuple[float, bool, dict[str, Any]]] = []
-        self.caught_up: list[float] = []
+        self.opened: list[float] = []
+        # When each attempt that was refused or dropped had started.
+        self.refused: list[float] = []
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -104,9 +161,11 @@ class LiveSocket(threading.Thread):
 
     async def _main(self) -> None:
         while not self.stopped.is_set():
-            # Refused or dropped: try again, as the page does.
-            with suppress(OSError, websockets.WebSocketException, TimeoutError):
+            started = time.monotonic()
+            try:
                 await self._listen()
+            except (OSError, websockets.WebSocketException, TimeoutError):
+                self.refused.append(started)  # refused or dropped: try again, as the page does
             await asyncio.sleep(RETRY)
 
     async def _listen(self) -> None:
@@ -116,6 +175,7 @@ class LiveSocket(threading.Thread):
             additional_headers={"Cookie": self.cookie},
             open_timeout=2,
         ) as socket_:
+            self.opened.append(time.monotonic())
             await socket_.send(json.dumps({"after": self.seq}))
             replaying = True
             while not self.stopped.is_set():
@@ -126,7 +186,6 @@ class LiveSocket(threading.Thread):
                 payload = json.loads(text)
                 if payload.get("kind") in {"caught_up", "resync"}:
                     replaying = False
-                    self.caught_up.append(time.monotonic())
                 else:
                     self.events.append((time.monotonic(), replaying, payload))
                 if payload.get("seq") is not None:
