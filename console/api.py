@@ -13,15 +13,18 @@ Permissions are enforced here once (NetBox's ``BaseViewSet`` + ``restrict()``):
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from django.core.cache.backends.locmem import LocMemCache
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Model, Q, QuerySet
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema_field
+from redis.exceptions import RedisError
 from rest_framework import exceptions, permissions, serializers, status
 from rest_framework.authentication import (
     BaseAuthentication,
@@ -51,6 +54,7 @@ from workspaces.selectors import (
 )
 
 NON_FIELD = "non_field_errors"
+log = logging.getLogger(__name__)
 
 
 ID_REGEX = r"[0-9]{1,18}"
@@ -188,10 +192,21 @@ class TokenRateThrottle(SimpleRateThrottle):
 
     scope = "token"
     rate = "20/min"
+    # Counts in this process alone while the shared cache (Redis) is unreachable.
+    fallback = LocMemCache("token-throttle", {})
 
     def get_cache_key(self, request: Request, view: APIView) -> str:
         """One bucket per client address."""
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        """Count in the shared cache, or in this process while Redis is down (never a 500)."""
+        try:
+            return super().allow_request(request, view)
+        except RedisError:
+            log.warning("token throttle: the shared cache is unreachable; counting locally")
+            self.cache = self.fallback
+            return super().allow_request(request, view)
 
 
 class Pagination(PageNumberPagination):

@@ -16,7 +16,6 @@ class JobsConfig(AppConfig):
         from django.conf import settings
 
         if settings.TIDEPOOL_RUNNER == "celery":
-            from jobs.tasks import scheduling_cycle
-            from jobs.wakeup import on_cycle_requested
+            from jobs.wakeup import cycle_queue, on_cycle_requested
 
-            on_cycle_requested(lambda: scheduling_cycle.apply_async(expires=30))
+            on_cycle_requested(cycle_queue)

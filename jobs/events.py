@@ -2,6 +2,11 @@
 
 A cycle records hundreds of events; inside `batch()` they leave in one push after commit
 instead of one push each.
+
+Each pushed event carries `seq`, the id of its WorkloadEvent row: one sequence for every web
+process and worker, kept in the database, so a socket that missed pushes (a dropped
+connection, Redis down) asks for the stored events after the last `seq` it saw
+(`events_after`) and gets them even if they were never pushed.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ _local = threading.local()
 
 def record(workload: Workload, kind: str, message: str, *, at: datetime, **data: Any) -> None:
     """Add an entry to the workload's timeline and push it once the transaction commits."""
-    WorkloadEvent.objects.create(workload=workload, at=at, kind=kind, message=message, data=data)
-    push(_message(workload, kind, message, data))
+    row = WorkloadEvent.objects.create(
+        workload=workload, at=at, kind=kind, message=message, data=data
+    )
+    push(_message(workload, kind, message, data, seq=row.pk))
 
 
 class Timeline:
@@ -31,24 +38,41 @@ class Timeline:
 
     def __init__(self) -> None:
         self.rows: list[WorkloadEvent] = []
+        self.payloads: list[dict[str, Any]] = []
 
     def add(
         self, workload: Workload, kind: str, message: str, *, at: datetime, **data: Any
     ) -> None:
         """`record` an entry; its row waits for `save` (in the same transaction)."""
         row = WorkloadEvent(workload=workload, at=at, kind=kind, message=message, data=data)
+        pushed = _message(workload, kind, message, data)
         self.rows.append(row)
-        push(_message(workload, kind, message, data))
+        self.payloads.append(pushed.payload)
+        push(pushed)
 
     def save(self) -> None:
         """Store the entries added so far, in the order they came."""
         WorkloadEvent.objects.bulk_create(self.rows)
-        self.rows = []
+        # The pushes wait for the commit, so they still take the ids the rows got here.
+        for row, payload in zip(self.rows, self.payloads, strict=True):
+            payload["seq"] = row.pk
+        self.rows, self.payloads = [], []
 
 
-def _message(workload: Workload, kind: str, message: str, data: dict[str, Any]) -> Message:
+def _message(
+    workload: Workload, kind: str, message: str, data: dict[str, Any], seq: int | None = None
+) -> Message:
     """What the live groups of the workload's workspace and quota are sent about an entry."""
-    payload = {
+    return Message(
+        workload.workspace_id, workload.quota_id, _payload(workload, kind, message, data, seq)
+    )
+
+
+def _payload(
+    workload: Workload, kind: str, message: str, data: dict[str, Any], seq: int | None
+) -> dict[str, Any]:
+    """The websocket form of one entry."""
+    return {
         "workload": workload.pk,
         "name": workload.name,
         "kind": kind,
@@ -56,8 +80,21 @@ def _message(workload: Workload, kind: str, message: str, data: dict[str, Any]) 
         "status": workload.status,
         "in_quota": workload.in_quota,
         **data,
+        "seq": seq,
     }
-    return Message(workload.workspace_id, workload.quota_id, payload)
+
+
+def events_after(after: int, *, limit: int, **scope: int) -> list[dict[str, Any]] | None:
+    """Stored events of `scope` past seq `after`, oldest first; None if over `limit`."""
+    # Status and in_quota are the workload's now: what a page catching up should show.
+    rows = list(
+        WorkloadEvent.objects.filter(id__gt=after, **scope)
+        .select_related("workload")
+        .order_by("id")[: limit + 1]
+    )
+    if len(rows) > limit:
+        return None
+    return [_payload(row.workload, row.kind, row.message, row.data, row.pk) for row in rows]
 
 
 def push(message: Message) -> None:
@@ -84,3 +121,9 @@ def batch() -> Iterator[None]:
         _local.batch = None
     if messages:
         transaction.on_commit(lambda: broadcast_many(messages), robust=True)
+
+
+def latest_seq() -> int:
+    """The newest event's seq, 0 before any: where a socket's stream starts."""
+    newest = WorkloadEvent.objects.order_by("-id").values_list("id", flat=True).first()
+    return newest or 0

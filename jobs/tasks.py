@@ -21,6 +21,9 @@ SCHEDULE = {
 def scheduling_cycle() -> int:
     """Run one scheduling cycle (skipped if another is running); returns admissions."""
     from jobs.services.cycle import scheduling_cycle_run
+    from jobs.wakeup import cycle_started
+
+    cycle_started()
 
     return scheduling_cycle_run(now=clock.now()).admitted
 

@@ -53,11 +53,32 @@ def postgres() -> Iterator[str]:
 @contextmanager
 def redis() -> Iterator[str]:
     """A fresh Redis with no persistence; yields its URL."""
-    port = free_port()
-    proc = subprocess.Popen(redis_args(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = RedisServer()
+    server.start()
     try:
-        wait_for_port(port)
-        yield f"redis://127.0.0.1:{port}/0"
+        yield server.url
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
+
+
+class RedisServer:
+    """A redis-server with no persistence on one port, which a test may stop and start again."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections."""
+        self.proc = subprocess.Popen(
+            redis_args(self.port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        wait_for_port(self.port)
+
+    def stop(self) -> None:
+        """Stop the server (its data goes with it, as after a crash without persistence)."""
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None

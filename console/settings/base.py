@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import plotly
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -134,20 +136,49 @@ STATICFILES_DIRS = [
 ]
 
 REDIS_URL = env("REDIS_URL", "")
+# Live consumers re-join their group every fifth of this (jobs/consumers.py), so a member that
+# never left (its web process died mid-disconnect) stops being sent events within 5 minutes
+# instead of channels_redis's default day.
+GROUP_EXPIRY = 300
 CHANNEL_LAYERS = (
     {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        # A socket's receive blocks 5 s in Redis (BZPOPMIN); with redis-py's
+                        # default 5 s read timeout every quiet socket was dropped each 5 s.
+                        "socket_timeout": 10,
+                        "socket_connect_timeout": 2,
+                        # A pooled connection that died with a Redis restart fails its next
+                        # command; retried once on a new connection, the first join after
+                        # Redis returns succeeds instead of dropping the socket again.
+                        "retry": Retry(NoBackoff(), 1),
+                    }
+                ],
+                "group_expiry": GROUP_EXPIRY,
+            },
         }
     }
     if REDIS_URL
-    else {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    else {
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"group_expiry": GROUP_EXPIRY},
+        }
+    }
 )
 # The cache (token throttling, for one) is shared by every web process in the distributed mode.
+# Short timeouts: a request's wake-up or throttle gives up quickly on an unreachable Redis.
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
+        }
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )

@@ -99,19 +99,20 @@
   var status = document.getElementById("live-status");
   function setStatus(state, text) { status.dataset.state = state; status.textContent = text; }
 
-  var retry = 1000;
+  var retry = 500;
   function connect() {
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     var socket = new WebSocket(scheme + location.host + live.path);
-    socket.onopen = function () { retry = 1000; setStatus("live", "Live"); };
+    socket.onopen = function () { retry = 500; setStatus("live", "Live"); };
     socket.onmessage = function (event) {
       var payload = JSON.parse(event.data);
       if (payload.kind === "sample") onSample(payload);
     };
     socket.onclose = function () {
       setStatus("closed", "Reconnecting…");
-      setTimeout(connect, retry);
-      retry = Math.min(retry * 2, 30000);
+      // Soon (samples resume within 2.5 s of Redis returning), and spread out over the pages.
+      setTimeout(connect, retry + Math.random() * 500);
+      retry = Math.min(retry * 2, 2000);
     };
   }
   connect();

@@ -1,6 +1,7 @@
 // Live workspace pages: one websocket per page (/ws/workspaces/<id>/); each event updates the
 // rows or panels of its workload in place, then re-fetches that part from the server so what
-// the page shows is always what the database says. Plain JS, no framework.
+// the page shows is always what the database says. A socket that drops is reopened within
+// 2.5 s and catches up on what it missed (see "Catching up"). Plain JS, no framework.
 (function () {
   "use strict";
 
@@ -154,26 +155,87 @@
     }
   }
 
-  var delay = 1000;
+  function refreshAll() {
+    document.querySelectorAll("[data-workload]").forEach(function (scope) {
+      handle({ workload: scope.dataset.workload });
+    });
+  }
+
+  // Catching up (jobs/consumers.py): each event carries seq, the id of its stored row, and on
+  // every open the page sends {"after": seq} and is sent the events it missed, then
+  // {"kind": "caught_up", "seq": newest}. A transaction takes its ids when it writes and is
+  // pushed when it commits, so one that commits late can carry a seq below one already seen:
+  // the page asks from the highest seq it had seen SETTLE ms before the socket closed (longer
+  // than any transaction runs) and skips, by seq, the events it has handled since.
+  var SETTLE = 30000;
+  var settled = null; // highest seq seen at least SETTLE ms ago
+  var recent = []; // [seq, time seen] of the seqs seen since, oldest first
+  var seen = {}; // the seqs in recent
+  var after = null; // what the next open asks for
+
+  function settle(now) {
+    while (recent.length && (recent[0][1] < now - SETTLE || recent.length > 5000)) {
+      var old = recent.shift();
+      delete seen[old[0]];
+      settled = settled === null ? old[0] : Math.max(settled, old[0]);
+    }
+  }
+
+  function note(seq, now) {
+    recent.push([seq, now]);
+    seen[seq] = true;
+    settle(now);
+  }
+
+  function askFrom(now) {
+    settle(now);
+    if (settled !== null) return settled;
+    var lowest = null; // the page is younger than SETTLE: from the first seq it saw
+    recent.forEach(function (entry) {
+      if (lowest === null || entry[0] < lowest) lowest = entry[0];
+    });
+    return lowest;
+  }
+
+  function receive(event) {
+    var now = Date.now();
+    if (event.kind === "caught_up" || event.kind === "resync") {
+      if (event.kind === "resync") refreshAll(); // too much missed to replay
+      note(event.seq, now);
+      return;
+    }
+    if (event.seq !== undefined && event.seq !== null) {
+      if (seen[event.seq]) return; // replayed, and handled already
+      note(event.seq, now);
+    }
+    handle(event);
+  }
+
+  var delay = 500;
   function connect() {
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     var socket = new WebSocket(scheme + location.host + anchor.dataset.ws);
+    var opened = false;
     socket.onopen = function () {
-      delay = 1000;
+      opened = true;
+      delay = 500;
       document.documentElement.dataset.live = "open";
+      socket.send(JSON.stringify({ after: after }));
     };
     socket.onmessage = function (message) {
       try {
-        handle(JSON.parse(message.data));
+        receive(JSON.parse(message.data));
       } catch (error) {
         if (window.console) console.error("live event", error);
       }
     };
     socket.onclose = function (closed) {
       document.documentElement.dataset.live = "closed";
+      if (opened) after = askFrom(Date.now());
       if (closed.code === 4403) return; // refused: not a member any more
-      setTimeout(connect, delay);
-      delay = Math.min(delay * 2, 30000);
+      // Soon, and spread out: every page reconnects when Redis or a web process returns.
+      setTimeout(connect, delay + Math.random() * 500);
+      delay = Math.min(delay * 2, 2000);
     };
   }
   connect();
