@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -43,9 +44,45 @@ def redis_available() -> bool:
     return shutil.which("redis-server") is not None
 
 
+@dataclass(frozen=True)
+class PostgresServer:
+    """A running throwaway PostgreSQL: its URL and its data directory."""
+
+    url: str
+    data: Path
+
+
 @contextmanager
 def postgres() -> Iterator[str]:
     """A fresh PostgreSQL cluster; yields its URL (user tidepool, database tidepool)."""
+    with postgres_server() as server:
+        yield server.url
+
+
+def postgres_restart(data: Path) -> None:
+    """Restart the server in fast mode: every session is cut and its transaction rolled back."""
+    subprocess.run(
+        _as_postgres(
+            [
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(data),
+                "-m",
+                "fast",
+                "-w",
+                "-l",
+                str(data.parent / "log"),
+                "restart",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+    )
+
+
+@contextmanager
+def postgres_server() -> Iterator[PostgresServer]:
+    """A fresh PostgreSQL cluster (user tidepool, database tidepool), stopped at the end."""
     root = Path(tempfile.mkdtemp(prefix="tidepool-pg-"))
     data, sockets = root / "data", root / "sock"
     sockets.mkdir()
@@ -104,7 +141,7 @@ def postgres() -> Iterator[str]:
             check=True,
             capture_output=True,
         )
-        yield f"postgres://tidepool@127.0.0.1:{port}/tidepool"
+        yield PostgresServer(f"postgres://tidepool@127.0.0.1:{port}/tidepool", data)
     finally:
         subprocess.run(
             _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
