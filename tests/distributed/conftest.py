@@ -133,6 +133,26 @@ class CeleryProcesses:
         )
 
 
+# SELECT ... FOR UPDATE on the cycle lock's row (jobs_controlstate) takes RowShareLock on its
+# table until the transaction ends: a worker's session holding it is inside a cycle. (An
+# advisory lock would do as well, should the cycle lock become one.)
+CYCLE_LOCK_HOLDERS = """
+SELECT DISTINCT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+ WHERE l.granted AND a.application_name LIKE %s AND a.xact_start IS NOT NULL
+   AND (l.locktype = 'advisory'
+        OR (l.relation = 'jobs_controlstate'::regclass AND l.mode = 'RowShareLock'))
+"""
+
+
+def cycle_lock_holders(application: str = WORKER_APP) -> list[int]:
+    """Backends of workers (PGAPPNAME starting so) inside a cycle's transaction right now."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(CYCLE_LOCK_HOLDERS, [application + "%"])
+        return [row[0] for row in cursor.fetchall()]
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Keep each phase's report on the test item, so fixtures know whether the test failed."""
@@ -154,6 +174,9 @@ def celery(
     transactional_db: None, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[CeleryProcesses]:
     """Celery processes for the test; all stopped after it, their logs shown if it failed."""
+    from console.celery import app
+
+    app.control.purge()  # cycle requests an earlier test left in the queue
     processes = CeleryProcesses(tmp_path)
     try:
         yield processes

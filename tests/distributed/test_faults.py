@@ -34,7 +34,7 @@ from jobs.services.workloads import Shape, job_submit, service_create
 from tests.servers import postgres_restart
 
 from . import audit
-from .conftest import WORKER_APP, CeleryProcesses
+from .conftest import WORKER_APP, CeleryProcesses, cycle_lock_holders
 from .invariants import summary, violations
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -74,19 +74,12 @@ def _placed(ids: list[int]) -> bool:
 # A worker killed inside the cycle's transaction ----------------------------------------------
 
 SESSIONS = "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
-# SELECT ... FOR UPDATE on the cycle lock's row takes RowShareLock on its table until the end
-# of the transaction; only the one worker running here takes it.
-CYCLE_LOCK_HOLDERS = """
-SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
- WHERE l.relation = 'jobs_controlstate'::regclass AND l.mode = 'RowShareLock' AND l.granted
-   AND a.application_name = %s AND a.xact_start IS NOT NULL
-"""
 
 
-def _pids(query: str, application: str) -> list[int]:
-    """Backends of one application (a worker's PGAPPNAME) that the query finds."""
+def _sessions(application: str) -> list[int]:
+    """Backends of one application (a worker's PGAPPNAME)."""
     with connection.cursor() as cursor:
-        cursor.execute(query, [application])
+        cursor.execute(SESSIONS, [application])
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -138,13 +131,13 @@ def test_a_worker_killed_inside_the_cycle_transaction_loses_nothing(
         doomed = celery.worker()
         app = f"{WORKER_APP}{celery.workers_started}"
         eventually(
-            lambda: _pids(CYCLE_LOCK_HOLDERS, app),
+            lambda: cycle_lock_holders(app),
             what="the worker's cycle to take the cycle lock and wait inside its transaction",
         )
         assert not _cycle_lock_free()
         celery.kill(doomed, signal.SIGKILL)
     # PostgreSQL sees the dead connection close, rolls its transaction back, frees the lock.
-    eventually(lambda: not _pids(SESSIONS, app), what="PostgreSQL to end the dead worker's session")
+    eventually(lambda: not _sessions(app), what="PostgreSQL to end the dead worker's session")
     assert _cycle_lock_free()
     assert Pod.objects.count() == 0, "the killed cycle's pods outlived its transaction"
     assert set(Workload.objects.filter(pk__in=ids).values_list("status", flat=True)) == {
@@ -228,8 +221,8 @@ def test_postgresql_restarted_during_submits_keeps_each_answer_true(
 
 # Beat restarted around a scaling rule's minute -----------------------------------------------
 
-LEAD = 10  # seconds: the rule's minute is at least this far off when it is created
-DOWN_BEFORE = 4  # seconds before the minute beat is killed
+LEAD = 6  # seconds: the rule's minute is at least this far off when it is created
+DOWN_BEFORE = 3  # seconds before the minute beat is killed
 UP_AFTER = 4  # seconds after the minute a new beat starts
 
 
