@@ -20,15 +20,24 @@ one.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 from django.db import connection
 
+from jobs.choices import ENDED_STATUSES, LIVE_POD_STATUSES, PodStatus
+
 from .invariants import Violation
 
+
+def _sql_list(values: Iterable[str]) -> str:
+    """Status values as an SQL list literal: ('A', 'B')."""
+    return "(" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + ")"
+
+
 TABLE = "test_commit_audit"
-LIVE = "('Pending', 'Running')"
-ENDED_PODS = "('Resource Preempted', 'Succeeded', 'Failed', 'Stopped')"
-ENDED_WORKLOADS = "('Succeeded', 'Failed', 'Stopped', 'Cancelled')"
+LIVE = _sql_list(LIVE_POD_STATUSES)
+ENDED_PODS = _sql_list(s for s in PodStatus.values if s not in LIVE_POD_STATUSES)
+ENDED_WORKLOADS = _sql_list(ENDED_STATUSES)
 
 INSTALL = f"""
 CREATE TABLE {TABLE} (
@@ -153,7 +162,7 @@ CREATE TRIGGER test_audit_pod_status
 AFTER UPDATE OF status ON jobs_pod
 FOR EACH ROW
 WHEN (OLD.status IS DISTINCT FROM NEW.status AND (
-    OLD.status IN {ENDED_PODS} OR (OLD.status = 'Running' AND NEW.status = 'Pending')))
+    OLD.status IN {ENDED_PODS} OR (OLD.status = 'Running' AND NEW.status IN {LIVE})))
 EXECUTE FUNCTION test_audit_pod_status();
 
 -- At each update: an ended workload stays ended, as it ended.

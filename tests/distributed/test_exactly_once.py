@@ -19,14 +19,16 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Count
 
 from console.demo import Demo
 from console.errors import DomainError
-from jobs.choices import IdlePolicy, Status
-from jobs.models import Workload
+from jobs import clock
+from jobs.choices import IdlePolicy, PodStatus, Status
+from jobs.models import Pod, Workload
 from jobs.services.workloads import Shape, job_submit, workload_cancel
+from quotas.models import Node
 
 from . import audit
 from .conftest import CeleryProcesses, cycle_lock_holders
@@ -233,3 +235,51 @@ def test_submits_and_cancels_racing_the_control_loop_break_no_invariant(
     assert not found, f"{outcome}\n{summary(found)}"
     # A run that admitted, finished and cancelled nothing would prove nothing.
     assert outcome.get(Status.SUCCEEDED) and load.cancels, outcome
+
+
+def test_the_audit_and_the_checker_report_what_a_blind_writer_breaks(
+    demo: Demo, commit_audit: None
+) -> None:
+    """The race test's instruments, on writes made by hand: each broken rule is reported."""
+    bob = get_user_model().objects.get(username="bob")
+    ws = demo.workspaces["workspace_b"]
+    job = job_submit(
+        actor=bob,
+        workspace=ws,
+        quota=ws.quotas.get(),
+        name="blind",
+        shape=Shape(replicas=2, gpu=8000),
+        node_pools=[demo.node_pool],
+    )
+    node = Node.objects.get(name="a100-01")
+    now = clock.now()
+    with transaction.atomic():  # two replicas on one node's eight GPUs, placed twice
+        for index in range(3):
+            Pod.objects.create(
+                workload=job, index=index, node=node, devices=list(range(8)), created_at=now
+            )
+        Workload.objects.filter(pk=job.pk).update(status=Status.RUNNING)
+    pod = Pod.objects.filter(workload=job).first()
+    assert pod is not None
+    workload_cancel(actor=bob, workload=job)
+    cancel = Cancel(job.pk, last_pod_id())
+    Pod.objects.filter(pk=pod.pk).update(status=PodStatus.RUNNING)  # a stopped pod revived
+    Workload.objects.filter(pk=job.pk).update(status=Status.RUNNING)  # the cancel undone
+    Pod.objects.create(workload=job, index=3, node=node, devices=[0], created_at=now)
+
+    rules = {v.rule for v in violations(cancels=[cancel]) + audit.findings()}
+    assert rules >= {
+        "node gpu over capacity",
+        "GPU device over capacity",
+        "pod status moved backwards",
+        "cancel undone",
+        "pod created after a cancel",
+        "attempt placed more than once",
+        "at commit: node gpu over capacity",
+        "at commit: GPU device over capacity",
+        "at commit: pod status moved backwards",
+        "at commit: ended workload changed status",
+    }, rules
+    Workload.objects.filter(pk=job.pk).update(status=Status.SUCCEEDED)  # pods still live
+    rules = {v.rule for v in violations() + audit.findings()}
+    assert {"live pod of an ended workload", "at commit: live pod of an ended workload"} <= rules
