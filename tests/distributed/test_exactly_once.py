@@ -56,7 +56,7 @@ class Pace:
     cancel_every: float
     cancel_within: float
     seconds: float
-    in_cycle: bool = False  # each cancel waits until a worker is inside a cycle's transaction
+    in_cycle: float = 0.0  # the share of cancels that wait for a worker to be inside a cycle
 
 
 # The reporter's pace (6 clients 0.5 s apart, a cancel every 0.3 s) sends more cycle requests
@@ -64,9 +64,17 @@ class Pace:
 # start or finish within a short run, and the races that need them (sync against a cycle or
 # a cancel) hardly happen. A few submits a second keep the loop busy but moving.
 PACES = [
-    # As users do: a cancel every 0.5 s, of a job submitted up to 1 s before.
-    Pace(seed=1, clients=3, submit_every=1.0, cancel_every=0.5, cancel_within=1.0, seconds=30),
-    # Each cancel lands while a worker is inside a cycle's transaction.
+    # A cancel every 0.5 s, of a job submitted up to 1 s before; half of them inside a cycle.
+    Pace(
+        seed=1,
+        clients=3,
+        submit_every=1.0,
+        cancel_every=0.5,
+        cancel_within=1.0,
+        seconds=30,
+        in_cycle=0.5,
+    ),
+    # Every cancel lands while a worker is inside a cycle's transaction.
     Pace(
         seed=2,
         clients=4,
@@ -74,7 +82,7 @@ PACES = [
         cancel_every=0.3,
         cancel_within=0.75,
         seconds=25,
-        in_cycle=True,
+        in_cycle=1.0,
     ),
     # Faster clients, and cancels of jobs submitted at most 0.5 s before, inside a cycle.
     Pace(
@@ -84,7 +92,7 @@ PACES = [
         cancel_every=0.25,
         cancel_within=0.5,
         seconds=25,
-        in_cycle=True,
+        in_cycle=1.0,
     ),
 ]
 
@@ -174,7 +182,7 @@ def _canceller(pace: Pace, load: Load) -> Callable[[], None]:
 
     def run() -> None:
         while not load.stop.wait(pace.cancel_every):
-            if pace.in_cycle:
+            if rng.random() < pace.in_cycle:
                 _wait_for_a_cycle(load.stop)
             young = load.young(pace.cancel_within)
             if not young:
