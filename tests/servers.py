@@ -12,10 +12,12 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from tools.servers import (
     PG_BIN,
+    as_postgres,
     database_create,
     free_port,
     give_to_postgres,
@@ -29,12 +31,46 @@ from tools.servers import (
     wait_for_port,
 )
 
-__all__ = ["PG_BIN", "free_port", "postgres", "postgres_available", "redis", "redis_available"]
+__all__ = [
+    "PG_BIN",
+    "free_port",
+    "postgres",
+    "postgres_available",
+    "postgres_restart",
+    "postgres_server",
+    "redis",
+    "redis_available",
+]
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    """A running throwaway PostgreSQL: its URL and its data directory."""
+
+    url: str
+    data: Path
 
 
 @contextmanager
 def postgres() -> Iterator[str]:
     """A fresh PostgreSQL cluster; yields its URL (user tidepool, database tidepool)."""
+    with postgres_server() as server:
+        yield server.url
+
+
+def postgres_restart(data: Path) -> None:
+    """Restart the server in fast mode: every session is cut and its transaction rolled back."""
+    args = [str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "-w"]
+    subprocess.run(
+        as_postgres([*args, "-l", str(data.parent / "log"), "restart"]),
+        check=True,
+        capture_output=True,
+    )
+
+
+@contextmanager
+def postgres_server() -> Iterator[PostgresServer]:
+    """A fresh PostgreSQL cluster (user tidepool, database tidepool), stopped at the end."""
     root = Path(tempfile.mkdtemp(prefix="tidepool-pg-"))
     data, sockets = root / "data", root / "sock"
     sockets.mkdir()
@@ -44,7 +80,7 @@ def postgres() -> Iterator[str]:
     postgres_start(data, port=port, sockets=sockets, log=root / "log", fsync=False)
     try:
         database_create(port)
-        yield postgres_url(port)
+        yield PostgresServer(postgres_url(port), data)
     finally:
         postgres_stop(data, mode="immediate")
         shutil.rmtree(root, ignore_errors=True)

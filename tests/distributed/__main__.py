@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from tests.servers import postgres, postgres_available, redis, redis_available
+from tests.servers import postgres_available, postgres_server, redis, redis_available
 
 
 def main() -> int:
@@ -18,10 +18,12 @@ def main() -> int:
     if not (postgres_available() and redis_available()):
         print("PostgreSQL 15 and redis-server are needed (apt-get install postgresql redis-server)")
         return 1
-    with postgres() as database_url, redis() as redis_url:
+    with postgres_server() as database, redis() as redis_url:
         env = dict(
             os.environ,
-            DATABASE_URL=database_url,
+            DATABASE_URL=database.url,
+            # test_faults restarts the server (tests.servers.postgres_restart)
+            TIDEPOOL_PGDATA=str(database.data),
             REDIS_URL=redis_url,
             TIDEPOOL_DISTRIBUTED="1",
             TIDEPOOL_RUNNER="celery",
