@@ -207,10 +207,12 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         with transaction.atomic():
             data.is_valid(raise_exception=True)
             workload = self.submit(data, access)
-        # What the submit wrote is in hand: only its timeline entry is read back.
-        events = WorkloadEvent.objects.filter(workload=workload).order_by("at", "id")
-        written = _Submitted(workload, data.validated_data["node_pools"], list(events))
-        shown = _serializer(self.detail_serializer_class).to_representation(written)
+            # What the submit wrote is in hand: only its timeline entry is read back, before
+            # the commit. Once committed, nothing may fail the answer: a 500 for a job that
+            # exists would send the client's retry into "name exists".
+            events = WorkloadEvent.objects.filter(workload=workload).order_by("at", "id")
+            written = _Submitted(workload, data.validated_data["node_pools"], list(events))
+            shown = _serializer(self.detail_serializer_class).to_representation(written)
         return Response(shown, status=status.HTTP_201_CREATED)
 
     def _answer(self, workload: Workload, code: int = status.HTTP_200_OK) -> Response:

@@ -32,6 +32,29 @@ def _celery_env() -> dict[str, str]:
     return dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="console.settings.test")
 
 
+def _start(*args: str, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start a Celery process on the test database, with its output in a log file."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "console", *args],
+        cwd=ROOT,
+        env={**_celery_env(), **(env or {})},
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _stop(popen: subprocess.Popen[bytes], log: Path) -> None:
+    """Ask the process to finish (warm shutdown); kill it if it takes too long."""
+    if popen.poll() is not None:
+        return
+    popen.terminate()
+    try:
+        popen.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        popen.kill()
+        popen.wait(timeout=10)
+
+
 @dataclass
 class Process:
     """A Celery process the test started, with its log file."""
@@ -62,14 +85,7 @@ class CeleryProcesses:
 
     def _start(self, name: str, args: list[str], env: dict[str, str]) -> Process:
         log = self.logs / f"{name}-{len(self.started)}.log"
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "console", *args],
-            cwd=ROOT,
-            env={**_celery_env(), **self.env, **env},
-            stdout=log.open("wb"),
-            stderr=subprocess.STDOUT,
-        )
-        process = Process(name, popen, log)
+        process = Process(name, _start(*args, log=log, env={**self.env, **env}), log)
         self.started.append(process)
         return process
 
@@ -111,14 +127,7 @@ class CeleryProcesses:
 
     def stop(self, process: Process) -> None:
         """Ask the process to finish (warm shutdown); kill it if it takes too long."""
-        if process.popen.poll() is not None:
-            return
-        process.popen.terminate()
-        try:
-            process.popen.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.popen.kill()
-            process.popen.wait(timeout=10)
+        _stop(process.popen, process.log)
 
     def stop_all(self) -> None:
         """Stop every process still running, beat first (it queues work for the workers)."""
@@ -174,9 +183,15 @@ def celery(
     transactional_db: None, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[CeleryProcesses]:
     """Celery processes for the test; all stopped after it, their logs shown if it failed."""
-    from console.celery import app
+    from django.core.cache import cache
 
-    app.control.purge()  # cycle requests an earlier test left in the queue
+    from console.celery import app
+    from jobs.wakeup import QUEUED_KEY
+
+    # Cycle requests an earlier test left in the queue go, and with them the mark that one is
+    # queued (else the next request would not be sent while the mark lasts).
+    app.control.purge()
+    cache.delete(QUEUED_KEY)
     processes = CeleryProcesses(tmp_path)
     try:
         yield processes

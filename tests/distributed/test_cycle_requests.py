@@ -15,6 +15,8 @@ from jobs.models import Workload
 from jobs.services.workloads import Shape, job_submit
 from jobs.wakeup import QUEUED_KEY
 
+from .conftest import CeleryProcesses
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # Celery's default queue: a Redis list of the messages no worker has taken yet.
@@ -22,7 +24,7 @@ QUEUE = "celery"
 
 
 def test_a_burst_of_submits_queues_one_cycle_and_every_job_is_admitted(
-    demo: Any, bob: Any, request: pytest.FixtureRequest, eventually: Callable[..., Any]
+    demo: Any, bob: Any, celery: CeleryProcesses, eventually: Callable[..., Any]
 ) -> None:
     broker = redis.Redis.from_url(settings.REDIS_URL)
     broker.delete(QUEUE)
@@ -41,7 +43,7 @@ def test_a_burst_of_submits_queues_one_cycle_and_every_job_is_admitted(
     ]
     assert broker.llen(QUEUE) == 1  # no worker yet: what the burst sent waits in the queue
 
-    request.getfixturevalue("worker")
+    celery.worker()  # started after the burst (the fixture purged the queue before it)
     eventually(
         lambda: (
             Workload.objects.filter(pk__in=[j.pk for j in jobs], status=Status.RUNNING).count()
