@@ -12,10 +12,11 @@ class JobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """In the distributed mode, a requested cycle is a Celery task on the worker."""
+        """In the distributed mode, a requested cycle or sync is a Celery task on a worker."""
         from django.conf import settings
 
         if settings.TIDEPOOL_RUNNER == "celery":
-            from jobs.wakeup import cycle_queue, on_cycle_requested
+            from jobs.wakeup import cycle_queue, on_cycle_requested, on_sync_requested, sync_queue
 
             on_cycle_requested(cycle_queue)
+            on_sync_requested(sync_queue)

@@ -19,11 +19,6 @@ CLUSTER_GROUP = "cluster"
 log = logging.getLogger(__name__)
 # The event loop of the server in this process (console.serving.serve).
 _serving: asyncio.AbstractEventLoop | None = None
-# Per event loop, the lock that keeps pushes in the order they were sent.
-_order: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-    weakref.WeakKeyDictionary()
-)
-_order_guard = threading.Lock()
 # How long a thread outside the server (the control loop) waits for its push to be sent.
 SEND_WAIT = 5.0
 
@@ -83,20 +78,70 @@ def broadcast_many(messages: list[Message]) -> None:
         # send runs on a loop of its own, which the Redis layer allows.
         async_to_sync(_send)(layer, messages)
         return
-    with _order_guard:
-        order = _order.setdefault(loop, asyncio.Lock())
-
-    async def send_in_order() -> None:
-        async with order:  # FIFO: batches reach each socket in the order they were sent
-            await _send(layer, messages)
-
-    sent = asyncio.run_coroutine_threadsafe(send_in_order(), loop)
+    sent = _outbox(loop).post(layer, messages)
     sent.add_done_callback(_log_failure)
     if _request_loop() is None and not _in_event_loop():
         # The control loop waits for its push to be sent, as it did on a loop of its own:
         # pushes piling up on the server's loop reach a socket in bursts, and a channel holds
-        # 100 messages. A request's thread answers without waiting for a turn of the loop.
+        # a bounded number of messages. A request's thread answers without waiting.
         wait([sent], timeout=SEND_WAIT)
+
+
+class _Outbox:
+    """The pushes waiting for a loop's one sender, which takes all that wait at each turn.
+
+    One sender keeps the pushes of every thread in the order they were posted. While it
+    sends, more pile up and leave together in its next trip, one group_send per group: under
+    a burst of submits each socket gets a message per trip instead of one per submit.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.waiting: list[tuple[list[Message], Future[None]]] = []
+        self.sending = False
+        self.guard = threading.Lock()
+
+    def post(self, layer: BaseChannelLayer, messages: list[Message]) -> Future[None]:
+        """Queue messages; the future is done once they are sent."""
+        sent: Future[None] = Future()
+        with self.guard:
+            self.waiting.append((messages, sent))
+            start, self.sending = not self.sending, True
+        if start:
+            asyncio.run_coroutine_threadsafe(self._send_all(layer), self.loop)
+        return sent
+
+    async def _send_all(self, layer: BaseChannelLayer) -> None:
+        """Send what waits, trip after trip, until nothing does."""
+        while True:
+            with self.guard:
+                batch, self.waiting = self.waiting, []
+                if not batch:
+                    self.sending = False
+                    return
+            try:
+                await _send(layer, [m for messages, _ in batch for m in messages])
+            except Exception as error:  # each poster's future reports it
+                for _, sent in batch:
+                    sent.set_exception(error)
+            else:
+                for _, sent in batch:
+                    sent.set_result(None)
+
+
+_outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Outbox] = (
+    weakref.WeakKeyDictionary()
+)
+_outboxes_guard = threading.Lock()
+
+
+def _outbox(loop: asyncio.AbstractEventLoop) -> _Outbox:
+    """The loop's outbox."""
+    with _outboxes_guard:
+        box = _outboxes.get(loop)
+        if box is None:
+            box = _outboxes[loop] = _Outbox(loop)
+        return box
 
 
 async def _send(layer: BaseChannelLayer, messages: list[Message]) -> None:

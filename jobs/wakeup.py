@@ -13,6 +13,12 @@ so requests that arrive during a cycle queue exactly one more, which reads their
 key expires with the message (`QUEUED_SECONDS`): a message that expired unconsumed, or was
 never sent, holds up later requests no longer than that, and beat covers the gap. Celery has no
 means of its own to drop a message while an equal one is queued.
+
+A cycle that placed pods asks, the same way, for a backend sync when the first of them is due
+(`request_sync`): at once on Kubernetes, where the sync creates the pods, or when the simulated
+cluster starts them. Beat's sync every 5 s would otherwise add up to 5 s before a job is seen
+Running. Requests for the same second are merged (`sync_queue`); the embedded runner syncs
+every tick anyway and registers no listener.
 """
 
 from __future__ import annotations
@@ -20,12 +26,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from datetime import datetime
 
 from django.core.cache import cache
 from django.db import transaction
 
 log = logging.getLogger(__name__)
 _listeners: list[Callable[[], None]] = []
+_sync_listeners: list[Callable[[datetime], None]] = []
 _lock = threading.Lock()
 QUEUED_KEY = "tidepool:cycle-queued"
 # How long a queued cycle message lives; its key lives as long (beat's tasks expire alike).
@@ -37,6 +45,26 @@ def on_cycle_requested(listener: Callable[[], None]) -> None:
     with _lock:
         if listener not in _listeners:
             _listeners.append(listener)
+
+
+def on_sync_requested(listener: Callable[[datetime], None]) -> None:
+    """Register what runs a backend sync at a given time (`sync_queue`)."""
+    with _lock:
+        if listener not in _sync_listeners:
+            _sync_listeners.append(listener)
+
+
+def request_sync(at: datetime) -> None:
+    """Sync the backend at `at`, after commit: a pod placed now is created or starts then."""
+
+    def notify() -> None:
+        for listener in list(_sync_listeners):
+            try:
+                listener(at)
+            except Exception:
+                log.warning("sync wake-up failed; the periodic sync will catch up", exc_info=True)
+
+    transaction.on_commit(notify)
 
 
 def request_cycle() -> None:
@@ -73,3 +101,19 @@ def cycle_started() -> None:
     except Exception:
         # The key expires on its own; the cycle itself must still run.
         log.warning("could not clear the queued-cycle key", exc_info=True)
+
+
+def sync_queue(at: datetime) -> None:
+    """Send one Celery backend sync for `at`'s second unless one is queued for it already."""
+    from jobs import clock
+    from jobs.tasks import backend_sync
+
+    ahead = max((at - clock.now()).total_seconds(), 0.0)
+    key = f"tidepool:sync-queued:{int(at.timestamp())}"
+    if not cache.add(key, 1, timeout=int(ahead) + QUEUED_SECONDS):
+        return
+    try:
+        backend_sync.apply_async(countdown=ahead, expires=ahead + QUEUED_SECONDS)
+    except Exception:
+        cache.delete(key)
+        raise

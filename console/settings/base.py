@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import plotly
 from redis.asyncio.retry import Retry
@@ -79,7 +80,7 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {
+DATABASES: dict[str, dict[str, Any]] = {
     "default": {
         # Django's SQLite backend, with this process's writers queued (console/sqlite).
         "ENGINE": "console.sqlite",
@@ -163,6 +164,10 @@ CHANNEL_LAYERS = (
                     }
                 ],
                 "group_expiry": GROUP_EXPIRY,
+                # A web process's sockets share one Redis list, a group send one entry in it
+                # whatever the sockets: 100 (the default) overflowed, dropping events, while a
+                # busy process's loop fell behind a burst of submits.
+                "capacity": 1000,
             },
         }
     }
@@ -181,7 +186,11 @@ CACHES = {
         {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
-            "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
+            "OPTIONS": {
+                "socket_timeout": 2,
+                "socket_connect_timeout": 2,
+                "pool_class": "console.cache.SharedConnectionPool",
+            },
         }
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}

@@ -20,6 +20,7 @@ from jobs.models import ControlState, Pod, Workload
 from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.types import Admission, CycleResult, Preemption, ScenarioError
 from jobs.services.pods import pods_end
+from jobs.wakeup import request_sync
 
 REASON_TEXT = {
     "reclaim": "its owner reclaimed borrowed capacity",
@@ -148,6 +149,8 @@ def _admit_all(
         pods += new
         changes[tuple((f, getattr(w, f)) for f in fields)].append(w.pk)
     Pod.objects.bulk_create(pods)
+    if pods:  # the backend creates or starts the pods then: sync it then
+        request_sync(min(p.start_after or now for p in pods))
     for change, ids in changes.items():
         _update(ids, **dict(change))
     timeline.save()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -80,3 +81,30 @@ def test_a_submit_answers_201_when_the_broker_is_down(
     assert Workload.objects.filter(name="committed", status=Status.QUEUED).exists()
     # A retry by the client is told the truth: the job exists.
     assert client.post("/api/v1/jobs/", body, format="json").status_code == 400
+
+
+def test_a_cycle_that_places_pods_asks_for_one_sync_when_the_first_is_due(
+    submit: Callable[..., Workload],
+    bob: Any,
+    sim: Any,
+    clock: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pods start `start_delay` after placement: the sync that sees them Running is asked for
+    then, once per second however many cycles ask, not left to beat's next 5 s tick."""
+    syncs: list[dict[str, Any]] = []
+    monkeypatch.setattr(wakeup, "_sync_listeners", [wakeup.sync_queue])
+    monkeypatch.setattr(tasks.backend_sync, "apply_async", lambda **options: syncs.append(options))
+    monkeypatch.setattr(wakeup, "_listeners", [])
+    cache.clear()  # sync marks other tests left for the same simulated seconds
+    first = submit(bob, "first", gpus=1)
+    tasks.scheduling_cycle()
+    assert first.pods.get().start_after == clock.now() + timedelta(seconds=sim.start_delay)
+    assert [s["countdown"] for s in syncs] == [sim.start_delay]
+    submit(bob, "same-second", gpus=1)
+    tasks.scheduling_cycle()
+    assert len(syncs) == 1  # its pod is due in the same second: that sync sees it too
+    clock.advance(2)
+    submit(bob, "later", gpus=1)
+    tasks.scheduling_cycle()
+    assert [s["countdown"] for s in syncs] == [sim.start_delay, sim.start_delay]
