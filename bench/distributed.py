@@ -291,11 +291,14 @@ async def _listen(spec: list[dict[str, str]], out: Path) -> None:
                 try:
                     async for frame in ws:
                         received = time.time()
-                        event = json.loads(frame)
-                        key = tuple(event.get(f) for f in ("workload", "kind", "message", "name"))
-                        times.append(received)
-                        owners.append(index)
-                        which.append(keys.setdefault(key, len(keys)))
+                        data = json.loads(frame)
+                        # a push of several events is one frame (jobs/consumers.py `frame`)
+                        for event in data["events"] if data.get("kind") == "batch" else [data]:
+                            fields = ("workload", "kind", "message", "name")
+                            key = tuple(event.get(f) for f in fields)
+                            times.append(received)
+                            owners.append(index)
+                            which.append(keys.setdefault(key, len(keys)))
                     why = f"closed {ws.close_code} {ws.close_reason}"
                 except Exception as error:  # noqa: BLE001
                     why = repr(error)

@@ -273,6 +273,9 @@ class Stack:
                 str(port),
                 "--timeout-graceful-shutdown",
                 "5",
+                # Frames are small JSON: compressing each costs CPU that delivery needs.
+                "--ws-per-message-deflate",
+                "false",
             ]
         done = {}
         # Processes beyond the counts asked for this time (an earlier `up --web 3`) stop.

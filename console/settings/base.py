@@ -148,7 +148,8 @@ GROUP_EXPIRY = 300
 CHANNEL_LAYERS = (
     {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels_redis's, with one reader per process (console/layers.py).
+            "BACKEND": "console.layers.RedisChannelLayer",
             "CONFIG": {
                 "hosts": [
                     {
@@ -161,6 +162,10 @@ CHANNEL_LAYERS = (
                         # command; retried once on a new connection, the first join after
                         # Redis returns succeeds instead of dropping the socket again.
                         "retry": Retry(NoBackoff(), 1),
+                        # redis-py's asyncio pool refuses a 101st connection in use
+                        # (MaxConnectionsError) rather than wait: a burst of pushes and
+                        # re-joins from a few hundred sockets reached it.
+                        "max_connections": 1000,
                     }
                 ],
                 "group_expiry": GROUP_EXPIRY,

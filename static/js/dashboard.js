@@ -105,8 +105,10 @@
     var socket = new WebSocket(scheme + location.host + live.path);
     socket.onopen = function () { retry = 500; setStatus("live", "Live"); };
     socket.onmessage = function (event) {
-      var payload = JSON.parse(event.data);
-      if (payload.kind === "sample") onSample(payload);
+      var data = JSON.parse(event.data);
+      (data.kind === "batch" ? data.events : [data]).forEach(function (payload) {
+        if (payload.kind === "sample") onSample(payload);
+      });
     };
     socket.onclose = function () {
       setStatus("closed", "Reconnecting…");

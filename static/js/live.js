@@ -224,7 +224,9 @@
     };
     socket.onmessage = function (message) {
       try {
-        receive(JSON.parse(message.data));
+        var data = JSON.parse(message.data);
+        // A push of several events comes as one frame (jobs/consumers.py `frame`).
+        (data.kind === "batch" ? data.events : [data]).forEach(receive);
       } catch (error) {
         if (window.console) console.error("live event", error);
       }

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import websockets
 
+from jobs.consumers import events_of
 from tests.servers import RedisServer, free_port
 
 from .conftest import ROOT, _celery_env, _start, _stop
@@ -183,13 +184,13 @@ class LiveSocket(threading.Thread):
                     text = await asyncio.wait_for(socket_.recv(), 0.2)
                 except TimeoutError:
                     continue
-                payload = json.loads(text)
-                if payload.get("kind") in {"caught_up", "resync"}:
-                    replaying = False
-                else:
-                    self.events.append((time.monotonic(), replaying, payload))
-                if payload.get("seq") is not None:
-                    self.seq = max(self.seq or 0, payload["seq"])
+                for payload in events_of(json.loads(text)):
+                    if payload.get("kind") in {"caught_up", "resync"}:
+                        replaying = False
+                    else:
+                        self.events.append((time.monotonic(), replaying, payload))
+                    if payload.get("seq") is not None:
+                        self.seq = max(self.seq or 0, payload["seq"])
 
     def names(self, kind: str) -> set[str]:
         """Names of the workloads it saw an event of this kind for."""

@@ -11,6 +11,7 @@ from django.db import connection, transaction
 
 from jobs import clock
 from jobs.choices import PodStatus, Status
+from jobs.consumers import events_of
 from jobs.models import ControlState, Workload
 from jobs.services.cycle import scheduling_cycle_run
 from jobs.services.scaling import scaling_rule_create
@@ -113,9 +114,10 @@ def test_worker_events_reach_a_websocket_through_redis(
         await asyncio.to_thread(_submit_and_close, demo, bob, "pushed")
         try:
             while True:
-                event = await communicator.receive_json_from(timeout=30)
-                if event.get("kind") == "admitted":
-                    return event
+                frame = await communicator.receive_json_from(timeout=30)
+                for event in events_of(frame):
+                    if event.get("kind") == "admitted":
+                        return event
         finally:
             await communicator.disconnect()
 

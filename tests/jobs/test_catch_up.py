@@ -12,6 +12,7 @@ from channels.testing import WebsocketCommunicator
 
 from console.asgi import application
 from jobs import consumers
+from jobs.consumers import events_of
 from jobs.models import WorkloadEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,12 +29,12 @@ async def _open(path: str, user: Any) -> WebsocketCommunicator:
 
 
 async def _ask(communicator: WebsocketCommunicator, after: int | None) -> list[dict[str, Any]]:
-    """Send `{"after": after}`; every frame up to and including the closing one."""
+    """Send `{"after": after}`; every event up to and including the closing one."""
     await communicator.send_json_to({"after": after})
-    frames = [await communicator.receive_json_from(timeout=5)]
-    while frames[-1].get("kind") not in {"caught_up", "resync"}:
-        frames.append(await communicator.receive_json_from(timeout=5))
-    return frames
+    events = events_of(await communicator.receive_json_from(timeout=5))
+    while events[-1].get("kind") not in {"caught_up", "resync"}:
+        events += events_of(await communicator.receive_json_from(timeout=5))
+    return events
 
 
 def test_a_page_that_reconnects_gets_the_events_it_missed_and_none_of_other_teams(
@@ -74,7 +75,7 @@ def test_live_events_carry_the_seq_of_their_stored_entry(
         await database_sync_to_async(tick)()  # the cycle's events are stored in one batch
         received = []
         while not await page.receive_nothing(timeout=0.5):
-            received.append(await page.receive_json_from())
+            received += events_of(await page.receive_json_from())
         await page.disconnect()
         return received
 

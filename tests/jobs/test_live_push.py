@@ -28,6 +28,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from jobs import clock
 from jobs.backends import set_backend
+from jobs.consumers import events_of
 from jobs.live import Message, broadcast_many, sending_on, workspace_group
 from jobs.management.commands import serve
 from tests.servers import free_port
@@ -95,12 +96,14 @@ def _submit(address: str, user: Any, name: str) -> dict[str, Any]:
 def _events_until(socket: ClientConnection, kind: str, name: str) -> list[dict[str, Any]]:
     """The events the socket receives up to `kind` for job `name` (10 s of silence fails)."""
     events: list[dict[str, Any]] = []
-    while not events or (events[-1].get("kind"), events[-1].get("name")) != (kind, name):
+    while True:
+        for event in events:
+            if (event.get("kind"), event.get("name")) == (kind, name):
+                return events[: events.index(event) + 1]
         try:
-            events.append(json.loads(socket.recv(timeout=10)))
+            events += events_of(json.loads(socket.recv(timeout=10)))
         except TimeoutError:
             pytest.fail(f"no {kind} event for {name}; received {events}")
-    return events
 
 
 def test_bob_sees_the_control_loop_admit_his_job_live(served: str, demo: Any, bob: Any) -> None:
