@@ -43,6 +43,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     group: str | None = None
     rejoin: asyncio.Task[None] | None = None
+    # The group is sent what members may read (no node of a borrowed pod): so is its replay.
+    members = False
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Serve the socket; if the channel layer fails (Redis down), close it for a retry."""
@@ -97,7 +99,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         newest = await database_sync_to_async(latest_seq)()
         if after is not None:
             missed = await database_sync_to_async(events_after)(
-                after, limit=CATCH_UP_LIMIT, **self.events_scope()
+                after, limit=CATCH_UP_LIMIT, members=self.members, **self.events_scope()
             )
             if missed is None:
                 await self.send_json({"kind": "resync", "seq": newest})
@@ -132,7 +134,9 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
 
 class WorkspaceEventsConsumer(EventsConsumer):
-    """Events of one workspace, for its members."""
+    """Events of one workspace, for its members (platform admins on its pages read the same)."""
+
+    members = True
 
     async def allowed(self, user: Any) -> bool:
         """Members (view permission on the workspace) and platform admins."""

@@ -20,6 +20,7 @@ from jobs.locking import write_lock
 from jobs.models import Pod, Workload
 from jobs.services.pods import pods_end
 from jobs.services.workloads import end_workload
+from jobs.visibility import BORROWED, scrub
 from jobs.wakeup import request_cycle
 
 START_BATCH = 500  # started pods stored per statement (a bound on its parameters)
@@ -88,8 +89,23 @@ def _replace_pod(pod: Pod, w: Workload, *, now: datetime, why: str, backend: Bac
 def _on_failure(pod: Pod, report: PodReport, *, now: datetime, backend: Backend) -> None:
     """A replica failed: restart by the job's fault tolerance, or fail the job."""
     w = pod.workload
-    why = f"Replica {pod.index} failed: {report.reason or 'exit code ' + str(report.exit_code)}"
-    record(w, EventKind.FAULT, why, at=now, exit_code=report.exit_code, node_lost=report.node_lost)
+    reason, data = report.reason, {}
+    if pod.borrowed and pod.node is not None:
+        # The backend's words may name the node ("Node lost: a100-03 is not ready"): members
+        # read this entry, the status reason and the restart's, so they name no borrowed node;
+        # the node stays in the entry's data for platform admins (jobs.visibility).
+        reason = scrub(reason, [pod.node.name])
+        data = {"node": pod.node.name, BORROWED: True}
+    why = f"Replica {pod.index} failed: {reason or 'exit code ' + str(report.exit_code)}"
+    record(
+        w,
+        EventKind.FAULT,
+        why,
+        at=now,
+        exit_code=report.exit_code,
+        node_lost=report.node_lost,
+        **data,
+    )
     if report.refused or not _restart_allowed(w, node_lost=report.node_lost):
         if report.refused:
             detail = "the cluster will not run it as asked, so no restart is tried"
@@ -194,7 +210,7 @@ def backend_sync(*, now: datetime, backend: Backend | None = None) -> int:
 def _sync(now: datetime, backend: Backend) -> int:
     """Apply the backend's reports, then look for hung jobs."""
     reports = backend.observe(now=now)
-    pods = Pod.objects.select_related("workload__workspace", "workload__quota").in_bulk(
+    pods = Pod.objects.select_related("workload__workspace", "workload__quota", "node").in_bulk(
         [r.pod_id for r in reports]
     )
     # Pods of one workload share one row object, so a restart applied for one pod's report
