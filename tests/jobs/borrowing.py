@@ -48,9 +48,7 @@ def name_lost_nodes(sim: SimulatedBackend) -> None:
         lost = [r.pod_id for r in reports if r.node_lost]
         nodes = dict(Pod.objects.filter(pk__in=lost).values_list("pk", "node__name"))
         return [
-            replace(r, reason=f"Node lost: {nodes[r.pod_id]} is not ready")
-            if r.node_lost
-            else r
+            replace(r, reason=f"Node lost: {nodes[r.pod_id]} is not ready") if r.node_lost else r
             for r in reports
         ]
 
