@@ -112,9 +112,12 @@ def workload_for_members(workload: Mapping[str, Any]) -> dict[str, Any]:
     A borrowed pod's ``node`` is null (its ``borrowed`` says why); texts are scrubbed of the
     borrowed pods' nodes; entries about borrowed placements lose their node keys.
     """
-    shown = dict(workload)
-    pods = shown.get("pods") or []
+    pods = workload.get("pods") or []
     hidden = hidden_nodes((bool(p.get("borrowed")), p.get("node")) for p in pods)
+    events = workload.get("events") or []
+    if not hidden and not any((e.get("data") or {}).get(BORROWED) for e in events):
+        return dict(workload)  # nothing to withhold: most workloads of a list
+    shown = dict(workload)
     shown["pods"] = [_pod_for_members(p, hidden) for p in pods]
     if "events" in shown:
         shown["events"] = [_event_for_members(e, hidden) for e in shown["events"]]
