@@ -211,6 +211,19 @@ def _job_row(job: dict[str, Any]) -> list[Any]:
     ]
 
 
+def _event_row(event: dict[str, Any]) -> list[Any]:
+    """A timeline entry. One about borrowed capacity names no node in its message; the API
+    gives its nodes in its data to platform admins only, and they are shown after it."""
+    data = event.get("data") or {}
+    nodes = [str(n) for n in data.get("nodes") or []] + (
+        [str(data["node"])] if data.get("node") else []
+    )
+    message = event["message"]
+    if data.get("borrowed") and nodes:
+        message = f"{message} ({', '.join(nodes)})"
+    return [event["at"], event["kind"], message]
+
+
 # Commands ---------------------------------------------------------------------------------------
 
 
@@ -309,7 +322,7 @@ def cmd_job_events(args: argparse.Namespace) -> None:
     client = _client()
     job = client.one("jobs/", "job", args.name, workspace=args.workspace)
     detail = client.get(f"jobs/{job['id']}/")
-    rows = [[e["at"], e["kind"], e["message"]] for e in detail["events"]]
+    rows = [_event_row(e) for e in detail["events"]]
     emit(args, detail["events"], rows, ["AT", "KIND", "MESSAGE"])
 
 

@@ -67,6 +67,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     # Events waiting for this socket's next frame, and the task that will send it.
     outbox: list[dict[str, Any]]
     sender: asyncio.Task[None] | None = None
+    # The group is sent what members may read (no node of a borrowed pod): so is its replay.
+    members = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -140,7 +142,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         newest = await database_sync_to_async(latest_seq)()
         if after is not None:
             missed = await database_sync_to_async(events_after)(
-                after, limit=CATCH_UP_LIMIT, **self.events_scope()
+                after, limit=CATCH_UP_LIMIT, members=self.members, **self.events_scope()
             )
             if missed is None:
                 await self.send_json({"kind": "resync", "seq": newest})
@@ -195,7 +197,9 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
 
 class WorkspaceEventsConsumer(EventsConsumer):
-    """Events of one workspace, for its members."""
+    """Events of one workspace, for its members (platform admins on its pages read the same)."""
+
+    members = True
 
     async def allowed(self, user: Any) -> bool:
         """Members (view permission on the workspace) and platform admins."""

@@ -21,6 +21,8 @@ from django.db import transaction
 
 from jobs.live import Message, broadcast_many
 from jobs.models import Workload, WorkloadEvent
+from jobs.selectors import borrowed_nodes
+from jobs.visibility import NODE_KEYS, data_for_members, withheld
 
 _local = threading.local()
 
@@ -62,9 +64,15 @@ class Timeline:
 def _message(
     workload: Workload, kind: str, message: str, data: dict[str, Any], seq: int | None = None
 ) -> Message:
-    """What the live groups of the workload's workspace and quota are sent about an entry."""
+    """What the live groups of the workload's workspace and quota are sent about an entry.
+
+    Members are not sent the nodes of a borrowed placement (`jobs.visibility`).
+    """
     return Message(
-        workload.workspace_id, workload.quota_id, _payload(workload, kind, message, data, seq)
+        workload.workspace_id,
+        workload.quota_id,
+        _payload(workload, kind, message, data, seq),
+        NODE_KEYS if withheld(data) else frozenset(),
     )
 
 
@@ -84,8 +92,14 @@ def _payload(
     }
 
 
-def events_after(after: int, *, limit: int, **scope: int) -> list[dict[str, Any]] | None:
-    """Stored events of `scope` past seq `after`, oldest first; None if over `limit`."""
+def events_after(
+    after: int, *, limit: int, members: bool = False, **scope: int
+) -> list[dict[str, Any]] | None:
+    """Stored events of `scope` past seq `after`, oldest first; None if over `limit`.
+
+    `members`: as a workspace group's members may read them, which the API shows them too
+    (no node of a borrowed pod; `jobs.visibility`).
+    """
     # Status and in_quota are the workload's now: what a page catching up should show.
     rows = list(
         WorkloadEvent.objects.filter(id__gt=after, **scope)
@@ -94,7 +108,14 @@ def events_after(after: int, *, limit: int, **scope: int) -> list[dict[str, Any]
     )
     if len(rows) > limit:
         return None
-    return [_payload(row.workload, row.kind, row.message, row.data, row.pk) for row in rows]
+    payloads = [_payload(row.workload, row.kind, row.message, row.data, row.pk) for row in rows]
+    if not members:
+        return payloads
+    hidden = borrowed_nodes({row.workload_id for row in rows})
+    return [
+        data_for_members(payload, hidden.get(row.workload_id, ()))
+        for row, payload in zip(rows, payloads, strict=True)
+    ]
 
 
 def push(message: Message) -> None:

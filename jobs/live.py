@@ -24,11 +24,23 @@ SEND_WAIT = 5.0
 
 
 class Message(NamedTuple):
-    """A payload for the groups of a workspace and a quota (and always the cluster)."""
+    """A payload for the groups of a workspace and a quota (and always the cluster).
+
+    `withheld` names payload keys the workspace group is not sent: its members may not read
+    them (a borrowed placement's nodes, `jobs.visibility`); the cluster and quota groups,
+    platform admins only, get the payload whole.
+    """
 
     workspace_id: int | None
     quota_id: int | None
     payload: dict[str, Any]
+    withheld: frozenset[str] = frozenset()
+
+    def for_workspace(self) -> dict[str, Any]:
+        """The payload as the workspace group is sent it."""
+        if not self.withheld:
+            return self.payload
+        return {k: v for k, v in self.payload.items() if k not in self.withheld}
 
 
 def workspace_group(workspace_id: int) -> str:
@@ -152,8 +164,10 @@ async def _send(layer: BaseChannelLayer, messages: list[Message]) -> None:
     """
     batches: dict[str, list[dict[str, Any]]] = {}
     for message in messages:
+        members = None if message.workspace_id is None else workspace_group(message.workspace_id)
         for group in groups_of(message):
-            batches.setdefault(group, []).append(message.payload)
+            payload = message.for_workspace() if group == members else message.payload
+            batches.setdefault(group, []).append(payload)
     for group, payloads in batches.items():
         await layer.group_send(group, {"type": "tidepool.events", "payloads": payloads})
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from django.db.models import Count, Prefetch, Q, QuerySet
@@ -86,3 +87,14 @@ def workload_rows(queryset: QuerySet[Workload], start: int, stop: int) -> list[W
     ids = list(queryset.values_list("pk", flat=True)[start:stop])
     found = {w.pk: w for w in workload_page(Workload.objects.filter(pk__in=ids))}
     return [found[pk] for pk in ids if pk in found]
+
+
+def borrowed_nodes(workload_ids: Collection[int]) -> dict[int, set[str]]:
+    """Per workload, the nodes its borrowed pods are or were on (what members may not read)."""
+    if not workload_ids:
+        return {}
+    found: dict[int, set[str]] = {}
+    rows = Pod.objects.filter(workload_id__in=workload_ids, borrowed=True, node__isnull=False)
+    for workload_id, node in rows.order_by().values_list("workload_id", "node__name").distinct():
+        found.setdefault(workload_id, set()).add(node)
+    return found

@@ -22,7 +22,12 @@ class PodSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     """One replica: its node and status (``Resource Preempted`` for a victim)."""
 
     name = serializers.CharField(read_only=True)
-    node = ref(read_only=True, allow_null=True)
+    node = ref(
+        read_only=True,
+        allow_null=True,
+        help_text="Null before placement, and for team members while the pod is borrowed: "
+        "only platform admins see which node runs on idle capacity.",
+    )
     status = serializers.CharField(
         read_only=True, help_text=f"One of: {', '.join(PodStatus.values)}."
     )
@@ -55,6 +60,13 @@ class EventSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         model = WorkloadEvent
         fields = ["at", "kind", "message", "data"]
         read_only_fields = fields
+        extra_kwargs = {
+            "data": {
+                "help_text": "Details by kind. An entry about pods on borrowed capacity has "
+                '"borrowed": true, and its node names ("nodes", "node") only for platform '
+                "admins."
+            }
+        }
 
 
 COMMON = [

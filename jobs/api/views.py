@@ -34,10 +34,13 @@ from jobs.services.scaling import (
     service_scale,
 )
 from jobs.services.workloads import instance_start, job_submit, service_create, workload_cancel
+from jobs.visibility import sees_borrowed_nodes, workload_for_members
 from quotas.models import NodePool
 from workspaces.roles import SUBMIT
 from workspaces.selectors import WorkspaceAccess
 
+# Workloads as the API answers them (a name: `list` is a method of the viewsets).
+Shown = list[dict[str, Any]]
 PODS = Prefetch("pods", queryset=Pod.objects.select_related("node").order_by("index", "attempt"))
 
 
@@ -178,7 +181,24 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
             )
         rows = self.paginate_queryset(cast(Any, page))
         assert rows is not None  # every list is paginated (REST_FRAMEWORK's PAGE_SIZE)
-        return self.get_paginated_response(build_workloads(rows, shown, s.PodSerializer))
+        return self.get_paginated_response(
+            self.readable(build_workloads(rows, shown, s.PodSerializer))
+        )
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """One workload with its pods and event timeline."""
+        shown = self.get_serializer(self.get_object()).data
+        return Response(self.readable([shown])[0])
+
+    def readable(self, workloads: Shown) -> Shown:
+        """Workloads' JSON as this user may read it: members see no node of a borrowed pod.
+
+        Every answer that shows workloads passes here, whichever path built it (the list's
+        rows, the serializers), so each shows the same (`jobs.visibility`).
+        """
+        if sees_borrowed_nodes(self.request.user):
+            return workloads
+        return [workload_for_members(w) for w in workloads]
 
     def get_serializer_class(self) -> Any:
         """The list shows pods; a single workload also shows its events."""
@@ -213,6 +233,7 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
             events = WorkloadEvent.objects.filter(workload=workload).order_by("at", "id")
             written = _Submitted(workload, data.validated_data["node_pools"], list(events))
             shown = _serializer(self.detail_serializer_class).to_representation(written)
+            shown = self.readable([shown])[0]
         return Response(shown, status=status.HTTP_201_CREATED)
 
     def _answer(self, workload: Workload, code: int = status.HTTP_200_OK) -> Response:
@@ -222,7 +243,7 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         )
         if not rows:  # gone since (a workspace deleted with its workloads)
             raise Http404("No such object.")
-        return Response(rows[0], status=code)
+        return Response(self.readable(rows)[0], status=code)
 
     def _cancel(self, request: Request) -> Response:
         """Cancel (or, for an instance, stop) the workload."""

@@ -20,6 +20,7 @@ from jobs.models import ControlState, Pod, Workload
 from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.types import Admission, CycleResult, Preemption, ScenarioError
 from jobs.services.pods import pods_end
+from jobs.visibility import placement_data
 from jobs.wakeup import request_sync
 
 REASON_TEXT = {
@@ -202,13 +203,15 @@ def _admit(
     w.in_quota, w.pending_reason = a.in_quota, ""
     label = "In Quota" if a.in_quota else "Not in Quota (borrowed idle capacity)"
     timeline.add(w, EventKind.ADMITTED, f"Admitted {label}.", at=now, in_quota=a.in_quota)
-    where = ", ".join(sorted({pl.node for pl in a.placements}))
+    nodes_used = [pl.node for pl in a.placements]
+    # Members read the message: a borrowed placement names no node (jobs.visibility).
+    where = ", ".join(sorted(set(nodes_used))) if a.in_quota else "idle capacity"
     timeline.add(
         w,
         EventKind.PLACED,
         f"{len(pods)} replica(s) placed on {where}.",
         at=now,
-        nodes=[pl.node for pl in a.placements],
+        **placement_data(nodes_used, borrowed=not a.in_quota),
     )
     if resumed and w.kind == Kind.TRAINING and w.total_work:
         pct = 100 * w.progress / w.total_work

@@ -24,7 +24,8 @@ from console.errors import DomainError
 from console.permissions import is_platform_admin
 from jobs import clock
 from jobs.choices import Kind, PodStatus
-from jobs.models import Pod, Workload
+from jobs.models import Pod, Workload, WorkloadEvent
+from jobs.visibility import BORROWED, entry_nodes, hidden_nodes, scrub, sees_borrowed_nodes
 from workspaces.models import Workspace
 from workspaces.roles import SUBMIT, VIEW
 from workspaces.selectors import (
@@ -104,6 +105,74 @@ def pod_summary(pods: list[Pod]) -> list[tuple[str, int]]:
     """(status, count) of some pods, in the order PodStatus lists them."""
     counts = Counter(p.status for p in pods)
     return [(s, counts[s]) for s in PodStatus.values if counts[s]]
+
+
+@dataclass(frozen=True)
+class PodLine:
+    """A pod as the pods table shows it to one user."""
+
+    name: str
+    node: str  # "" before placement
+    node_hidden: bool  # borrowed, and the user may not see its node
+    borrowed: bool
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class EventLine:
+    """A timeline entry as one user reads it."""
+
+    at: datetime
+    kind: str
+    message: str
+    nodes: str  # for platform admins: the nodes of a borrowed entry, its message names none
+
+
+class Readable:
+    """What one user may read of a workload's pods and timeline (see jobs.visibility).
+
+    Its pods must be prefetched with their nodes.
+    """
+
+    def __init__(self, workload: Workload, user: Any) -> None:
+        self.admin = sees_borrowed_nodes(user)
+        pods = workload.pods.all()
+        self.hidden: set[str] = (
+            set()
+            if self.admin
+            else hidden_nodes((p.borrowed, p.node.name if p.node else None) for p in pods)
+        )
+
+    def text(self, text: str) -> str:
+        """A text about the workload (its status reason), without nodes the user may not see."""
+        return scrub(text, self.hidden)
+
+    def pods(self, pods: list[Pod]) -> list[PodLine]:
+        """Pods for the table."""
+        return [
+            PodLine(
+                name=p.name,
+                node=p.node.name if p.node else "",
+                node_hidden=p.borrowed and not self.admin,
+                borrowed=p.borrowed,
+                status=p.status,
+                reason=self.text(p.reason),
+            )
+            for p in pods
+        ]
+
+    def events(self, events: list[WorkloadEvent]) -> list[EventLine]:
+        """Timeline entries, in the order given."""
+        lines = []
+        for e in events:
+            data = e.data or {}
+            if self.admin:
+                nodes = ", ".join(entry_nodes(data)) if data.get(BORROWED) else ""
+                lines.append(EventLine(e.at, e.kind, e.message, nodes))
+            else:
+                lines.append(EventLine(e.at, e.kind, self.text(e.message), ""))
+        return lines
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ from django.views.generic import TemplateView
 
 from console.errors import DomainError
 from console.numbers import is_digits
-from console.permissions import is_platform_admin
 from jobs import selectors
 from jobs.choices import Kind, Status
 from jobs.forms import JobSubmitForm
 from jobs.models import Workload
 from jobs.services.workloads import Shape, job_submit, workload_cancel
 from jobs.views import (
+    Readable,
     SubmitView,
     WorkspacePageMixin,
     current_pods,
@@ -161,8 +161,8 @@ class JobRowView(WorkspacePageMixin, View):
 
 
 def _detail_context(request: HttpRequest, job: Workload) -> dict[str, Any]:
-    """What the job page and its live fragment show."""
-    admin = is_platform_admin(request.user)
+    """What the job page and its live fragment show (to this user: jobs.visibility)."""
+    readable = Readable(job, request.user)
     moment = now()
     current = current_pods(job)
     ids = {p.pk for p in current}
@@ -170,12 +170,12 @@ def _detail_context(request: HttpRequest, job: Workload) -> dict[str, Any]:
     return {
         "job": job,
         "r": row(job, moment),
-        "pods": current,
-        "older_pods": older[:50],
+        "pods": readable.pods(current),
+        "older_pods": readable.pods(older[:50]),
         "older_count": len(older),
         "older_summary": pod_summary(older),
-        "show_borrowed_nodes": admin,
-        "events": list(job.events.all())[::-1],
+        "status_reason": readable.text(job.status_reason),
+        "events": readable.events(list(job.events.all())[::-1]),
         "quota_label": quota_label(job.in_quota),
         "waiting": job.status in (Status.QUEUED, Status.REQUEUED),
         "can_cancel": job.status in (Status.QUEUED, Status.RUNNING, Status.REQUEUED),

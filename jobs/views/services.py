@@ -12,7 +12,6 @@ from django.views import View
 from django.views.generic import FormView, TemplateView
 
 from console.errors import DomainError
-from console.permissions import is_platform_admin
 from jobs import selectors
 from jobs.choices import ENDED_STATUSES, Kind, PodStatus
 from jobs.forms import ScaleForm, ScalingRuleForm, ServiceCreateForm
@@ -25,7 +24,7 @@ from jobs.services.scaling import (
     service_scale,
 )
 from jobs.services.workloads import Shape, service_create
-from jobs.views import SubmitView, WorkspacePageMixin, now, refuse, row
+from jobs.views import Readable, SubmitView, WorkspacePageMixin, now, refuse, row
 from workspaces.roles import SUBMIT
 
 
@@ -71,15 +70,16 @@ class ServiceDetailView(WorkspacePageMixin, TemplateView):
         context = super().get_context_data(**kwargs)
         context.update(self.workspace_context())
         service = _service(self, kwargs["pk"])
+        # A service never borrows; shown through the same rules as a job all the same.
+        readable = Readable(service, self.request.user)
         pods = sorted(service.pods.all(), key=lambda p: (-p.index, -p.attempt))
         context.update(
             service=service,
             running=_running(service),
-            pods=pods[:50],
+            pods=readable.pods(pods[:50]),
             more_pods=max(len(pods) - 50, 0),
-            show_borrowed_nodes=is_platform_admin(self.request.user),
             rules=_rules(service),
-            events=list(service.events.all())[::-1][:100],
+            events=readable.events(list(service.events.all())[::-1][:100]),
             scale_form=kwargs.get("scale_form")
             or ScaleForm(initial={"replicas": service.replicas}),
             rule_form=kwargs.get("rule_form") or ScalingRuleForm(initial={"timezone": "UTC"}),

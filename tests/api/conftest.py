@@ -10,7 +10,7 @@ from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tests.jobs.conftest import clock, sim, tick  # noqa: F401  (fixtures shared with jobs)
+from tests.jobs.conftest import clock, sim, submit, tick  # noqa: F401  (fixtures shared with jobs)
 
 
 def pytest_configure(config: pytest.Config) -> None:

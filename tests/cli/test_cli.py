@@ -9,6 +9,7 @@ import pytest
 
 from console.cli import main
 from jobs.services.workloads import Shape, service_create
+from tests.jobs.borrowing import borrow, named
 
 
 @pytest.fixture
@@ -109,3 +110,29 @@ def test_service_scale(cli: Any, demo: Any, alice: Any) -> None:
     _login(cli, "bob")
     code, _, err = cli("service", "scale", "chat-api", "2")
     assert code == 1 and "No service named 'chat-api'" in err
+
+
+def test_members_read_no_node_of_a_borrowed_job_and_admins_read_them(
+    cli: Any, bob: Any, submit: Any, tick: Any
+) -> None:
+    job = borrow(submit, tick, bob)
+    nodes = {p.node.name for p in job.pods.all()}
+    commands = [
+        ("job", "ls"),
+        ("job", "ls", "--json"),
+        ("job", "logs-events", "borrower"),
+        ("job", "logs-events", "borrower", "--json"),
+    ]
+    _login(cli, "bob")
+    for command in commands:
+        code, out, _ = cli(*command)
+        assert code == 0 and out, command
+        assert named(out) == [], command
+    _, out, _ = cli("job", "logs-events", "borrower")
+    assert "7 replica(s) placed on idle capacity." in out
+
+    _login(cli, "admin")
+    _, out, _ = cli("job", "logs-events", "borrower")
+    assert set(named(out)) == nodes  # after the borrowed entry, from its data
+    _, out, _ = cli("job", "logs-events", "borrower", "--json")
+    assert set(named(out)) == nodes
