@@ -17,6 +17,7 @@ from django.urls import reverse
 from console.asgi import application
 from jobs.backends.simulated import SimulatedBackend
 from jobs.choices import EventKind, Status
+from jobs.consumers import events_of
 from jobs.events import events_after
 from jobs.models import Workload, WorkloadEvent
 from quotas.amounts import Amounts
@@ -152,19 +153,19 @@ async def _open(path: str, user: Any) -> WebsocketCommunicator:
 
 
 async def _drain(communicator: WebsocketCommunicator) -> list[dict[str, Any]]:
-    """Every frame that arrives until the socket stays quiet."""
-    frames = []
+    """Every event that arrives until the socket stays quiet."""
+    events: list[dict[str, Any]] = []
     while not await communicator.receive_nothing(timeout=0.5):
-        frames.append(await communicator.receive_json_from())
-    return frames
+        events += events_of(await communicator.receive_json_from())
+    return events
 
 
 async def _ask(communicator: WebsocketCommunicator, after: int | None) -> list[dict[str, Any]]:
-    """Send `{"after": after}`; every frame up to and including the closing one."""
+    """Send `{"after": after}`; every event up to and including the closing one."""
     await communicator.send_json_to({"after": after})
-    frames = [await communicator.receive_json_from(timeout=5)]
+    frames = events_of(await communicator.receive_json_from(timeout=5))
     while frames[-1].get("kind") not in {"caught_up", "resync"}:
-        frames.append(await communicator.receive_json_from(timeout=5))
+        frames += events_of(await communicator.receive_json_from(timeout=5))
     return frames
 
 
