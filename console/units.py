@@ -1,4 +1,4 @@
-"""Conversions between what people type (GPUs, may be fractional) and integer milli-GPUs."""
+"""Conversions between what people type or read and the integers kept: milli-GPUs, seconds."""
 
 from __future__ import annotations
 
@@ -46,3 +46,14 @@ def milli_to_gpus(milli: int | None) -> str:
 def called(name: str) -> str:
     """How a message names a quota: "Quota team-a", but "Quota 1", not "Quota Quota 1"."""
     return name if name.lower().startswith("quota") else f"Quota {name}"
+
+
+def duration_text(seconds: int) -> str:
+    """A duration the way a person writes it: 2 h, 90 min, 1 h 30 min, 45 s."""
+    if seconds % 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    hours, rest = divmod(minutes, 60)
+    if not hours:
+        return f"{minutes} min"
+    return f"{hours} h" + (f" {rest} min" if rest else "")

@@ -72,6 +72,7 @@ class EventKind(models.TextChoices):
     RESUMED = "resumed"
     CHECKPOINT = "checkpoint"
     SCALED = "scaled"
+    LIMIT = "limit"  # an admin lowered its time limit
     FAULT = "fault"
     FINISHED = "finished"
     CANCELLED = "cancelled"

@@ -6,17 +6,19 @@ caps; the service still checks every rule, and its refusal lands on the field it
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
 from django import forms
 
 from console.numbers import INT32, NumberField, WholeNumberField
-from console.units import MAX_GPUS, milli_to_gpus
+from console.units import MAX_GPUS, duration_text, milli_to_gpus
 from jobs.choices import IdlePolicy, RestartMode
 from jobs.models import ScalingRule
 from quotas.models import NodePool, Quota
-from workspaces.selectors import UsableQuota
+from workspaces.selectors import InstanceLimits, UsableQuota
+
+NO_LIMITS = InstanceLimits(default=None, maximum=None)
 
 
 def _quota_label(usable: UsableQuota) -> str:
@@ -187,10 +189,21 @@ class InstanceStartForm(WorkloadForm):
 
     ALIASES = {"node_pools": "node_pool", "max_duration": "max_hours"}
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, limits: InstanceLimits = NO_LIMITS, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         del self.fields["replicas"]
         del self.fields["priority"]
+        hours: Any = self.fields["max_hours"]
+        if limits.default is not None:
+            # Left empty, the service applies the workspace's default.
+            hours.required = False
+            hours.initial = None
+            hours.help_text = f"Empty: the workspace's default, {duration_text(limits.default)}."
+        if limits.maximum is not None:
+            cap = Decimal(limits.maximum) / 3600
+            hours.widget.attrs["max"] = f"{cap:.2f}"
+            if hours.initial is not None and hours.initial > cap:
+                hours.initial = cap.quantize(Decimal("0.01"), rounding=ROUND_DOWN)
 
     def shape_values(self) -> dict[str, int]:
         """One replica at the default priority."""

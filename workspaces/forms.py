@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -11,10 +12,11 @@ from django.contrib.auth import get_user_model
 from django.http import QueryDict
 
 from console.errors import DomainError
-from console.numbers import NumberError, parse_whole
+from console.numbers import INT32, NumberError, NumberField, parse_whole
 from console.units import gpus_to_milli
 from quotas.models import Quota
 from workspaces.choices import Role
+from workspaces.selectors import InstanceLimits
 from workspaces.services import UsageRuleInput
 
 
@@ -100,3 +102,52 @@ def parse_rule_rows(rows: list[RuleRow], quotas: Mapping[str, Quota]) -> list[Us
                 ) from None
         rules.append(UsageRuleInput(quota, row.role, max_gpus, max_priority))
     return rules
+
+
+def _hours(seconds: int | None) -> str:
+    """Seconds as the hours the form shows: 7200 → "2", 5400 → "1.5"."""
+    return "" if seconds is None else f"{Decimal(seconds) / 3600:.2f}".rstrip("0").rstrip(".")
+
+
+class InstanceLimitsForm(forms.Form):
+    """Scheduling Configuration → Time Limits: durations in hours; the service decides."""
+
+    default_hours = NumberField(
+        label="Default duration (hours)",
+        min_value=Decimal(0),
+        max_value=Decimal(INT32 // 3600),  # the limits are seconds in 32-bit columns
+        decimal_places=2,
+        required=False,
+        help_text="What an instance gets when its owner gives no duration. "
+        "Empty: owners must give one.",
+    )
+    max_hours = NumberField(
+        label="Maximum duration (hours)",
+        min_value=Decimal(0),
+        max_value=Decimal(INT32 // 3600),
+        decimal_places=2,
+        required=False,
+        help_text="The longest an instance may run. Lowering it shortens running instances "
+        "above it. Empty: no cap.",
+    )
+
+    ALIASES = {"instance_default_duration": "default_hours", "instance_max_duration": "max_hours"}
+
+    @classmethod
+    def of(cls, limits: InstanceLimits) -> InstanceLimitsForm:
+        """The form showing the saved limits."""
+        return cls(
+            initial={"default_hours": _hours(limits.default), "max_hours": _hours(limits.maximum)}
+        )
+
+    def seconds(self) -> tuple[int | None, int | None]:
+        """(default, maximum) in seconds, None where left empty."""
+        default, maximum = (
+            self.cleaned_data.get("default_hours"),
+            self.cleaned_data.get("max_hours"),
+        )
+        # Two decimal places of an hour are whole seconds (0.01 h = 36 s).
+        return (
+            None if default is None else int(default * 3600),
+            None if maximum is None else int(maximum * 3600),
+        )

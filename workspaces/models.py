@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import F, Q
 
 from quotas.models import Quota
 from workspaces.choices import Role
@@ -16,12 +17,26 @@ class Workspace(models.Model):
     description = models.TextField(blank=True)
     quotas = models.ManyToManyField(Quota, through="WorkspaceQuota", related_name="workspaces")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Interactive time limits (Run:ai): what an instance gets when it asks for no duration,
+    # and the longest it may ask for. Empty: no default (it must ask) and no cap.
+    instance_default_duration = models.PositiveIntegerField(
+        null=True, blank=True, help_text="seconds"
+    )
+    instance_max_duration = models.PositiveIntegerField(null=True, blank=True, help_text="seconds")
 
     class Meta:
         ordering = ["name"]
         permissions = [
             ("submit_workspace", "Submit workloads in the workspace"),
             ("manage_workspace", "Manage the workspace's members and configuration"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(instance_default_duration__isnull=True)
+                | Q(instance_max_duration__isnull=True)
+                | Q(instance_default_duration__lte=F("instance_max_duration")),
+                name="instance_default_within_max",
+            )
         ]
 
     def __str__(self) -> str:

@@ -11,11 +11,14 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
-from django.db.models import Prefetch, QuerySet
+from django.db.models import F, Prefetch, QuerySet
 from guardian.models import GroupObjectPermission, UserObjectPermission
 from guardian.shortcuts import get_objects_for_user
 
 from console.permissions import is_platform_admin
+from console.units import duration_text
+from jobs.choices import ACTIVE_STATUSES, Kind
+from jobs.models import Workload
 from quotas.models import Quota, QuotaResource
 from workspaces.choices import Role
 from workspaces.models import Membership, ResourceUsageRule, Workspace, WorkspaceQuota
@@ -138,6 +141,40 @@ def workspace_quotas(workspace: Workspace) -> list[BoundQuota]:
         bound.roles = sorted((r.role for r in quota.workspace_rules), key=order.__getitem__)
         result.append(bound)
     return result
+
+
+@dataclass(frozen=True)
+class InstanceLimits:
+    """A workspace's interactive time limits in seconds; None: no default, no cap."""
+
+    default: int | None
+    maximum: int | None
+
+    def __str__(self) -> str:
+        """As the pages say it: "default 2 h, at most 8 h"."""
+        if self.default is None and self.maximum is None:
+            return "none"
+        default = "no default" if self.default is None else f"default {duration_text(self.default)}"
+        cap = "no maximum" if self.maximum is None else f"at most {duration_text(self.maximum)}"
+        return f"{default}, {cap}"
+
+
+def instance_limits(workspace: Workspace) -> InstanceLimits:
+    """The time limits of the workspace as loaded (no query)."""
+    return InstanceLimits(workspace.instance_default_duration, workspace.instance_max_duration)
+
+
+def active_instances(workspace: Workspace, *, limit: int = 200) -> list[Workload]:
+    """The workspace's queued and running interactive instances with their owners, longest
+    time limit first: those a lower maximum would shorten come first."""
+    rows = (
+        Workload.objects.filter(
+            workspace=workspace, kind=Kind.INTERACTIVE, status__in=ACTIVE_STATUSES
+        )
+        .select_related("owner")
+        .order_by(F("max_duration").desc(nulls_first=True), "name")
+    )
+    return list(rows[:limit])
 
 
 def workspace_usage_rules(workspace: Workspace) -> QuerySet[ResourceUsageRule]:

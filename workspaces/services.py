@@ -5,13 +5,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Q
 from guardian.shortcuts import assign_perm, remove_perm
 
 from console.errors import DomainError
+from console.numbers import INT32
+from console.units import duration_text
+from jobs import clock
+from jobs.choices import ACTIVE_STATUSES, EventKind, Kind
+from jobs.events import Timeline, batch
+from jobs.locking import write_lock
+from jobs.models import Workload
 from quotas.models import Quota
 from workspaces.choices import Role
 from workspaces.models import Membership, ResourceUsageRule, Workspace, WorkspaceQuota
@@ -20,6 +30,8 @@ from workspaces.roles import ALL_PERMISSIONS, ROLE_PERMISSIONS
 _SLUG = re.compile(r"[-a-zA-Z0-9_]+")
 # Names that would shadow a page under /workspaces/.
 RESERVED_NAMES = frozenset({"new"})
+# The shortest time limit an interactive instance may have, as instance_start requires.
+MIN_INSTANCE_DURATION = 60
 
 
 @transaction.atomic
@@ -175,3 +187,120 @@ def resource_usage_rules_save(
         )
         for rule in rules
     )
+
+
+class Keep(Enum):
+    """A time limit the caller leaves as it is (an API PATCH that names only the other)."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
+
+
+@dataclass(frozen=True)
+class InstanceLimitsSaved:
+    """The workspace with its new limits, and the active instances whose limit was lowered."""
+
+    workspace: Workspace
+    shortened: list[Workload]
+
+
+def _check_limit(seconds: int | None, field: str, what: str) -> None:
+    """Empty, or between a minute and what the 32-bit column holds."""
+    if seconds is None:
+        return
+    if seconds < MIN_INSTANCE_DURATION:
+        raise DomainError(
+            f"The {what} must be at least {MIN_INSTANCE_DURATION} s, not {seconds} s.",
+            field=field,
+        )
+    if seconds > INT32:
+        raise DomainError(f"The {what} may be at most {INT32:,} s, not {seconds:,} s.", field=field)
+
+
+@transaction.atomic
+def workspace_instance_limits_set(
+    *,
+    actor: Any,
+    workspace: Workspace,
+    default_duration: int | None | Keep = KEEP,
+    max_duration: int | None | Keep = KEEP,
+    now: datetime | None = None,
+) -> InstanceLimitsSaved:
+    """Set the default and maximum duration (seconds) of the workspace's interactive instances.
+
+    A maximum lower than an active instance's limit lowers that limit, with an event on its
+    timeline; the time-limits task then stops an instance already past it.
+    """
+    now = now or clock.now()
+    write_lock()  # it rewrites workloads: after every other writer, before reading them
+    current = Workspace.objects.get(pk=workspace.pk)
+    default = current.instance_default_duration if default_duration is KEEP else default_duration
+    maximum = current.instance_max_duration if max_duration is KEEP else max_duration
+    _check_limit(default, "instance_default_duration", "default duration")
+    _check_limit(maximum, "instance_max_duration", "maximum duration")
+    if default is not None and maximum is not None and default > maximum:
+        # Name the field the caller changed: lowering only the maximum under the default
+        # is a mistake in the maximum.
+        only_max = default_duration is KEEP and max_duration is not KEEP
+        raise DomainError(
+            f"The default duration ({duration_text(default)}) may not be longer than the "
+            f"maximum ({duration_text(maximum)}).",
+            field="instance_max_duration" if only_max else "instance_default_duration",
+        )
+    # Updating the row first waits for an instance_start that holds it (the cap it read is
+    # the old one), so the instance it creates is among those read below.
+    Workspace.objects.filter(pk=workspace.pk).update(
+        instance_default_duration=default, instance_max_duration=maximum
+    )
+    workspace.instance_default_duration = default
+    workspace.instance_max_duration = maximum
+    shortened: list[Workload] = []
+    if maximum is not None:
+        shortened = list(
+            Workload.objects.filter(
+                workspace_id=workspace.pk, kind=Kind.INTERACTIVE, status__in=ACTIVE_STATUSES
+            )
+            .filter(Q(max_duration__isnull=True) | Q(max_duration__gt=maximum))
+            .order_by("pk")
+        )
+    if shortened:
+        Workload.objects.filter(pk__in=[w.pk for w in shortened]).update(max_duration=maximum)
+        assert maximum is not None
+        timeline = Timeline()
+        with batch():
+            for instance in shortened:
+                was = instance.max_duration
+                instance.max_duration = maximum
+                timeline.add(
+                    instance,
+                    EventKind.LIMIT,
+                    _lowered(instance, was, maximum, actor=actor, workspace=workspace, now=now),
+                    at=now,
+                    max_duration=maximum,
+                    was=was,
+                )
+            timeline.save()
+    return InstanceLimitsSaved(workspace=workspace, shortened=shortened)
+
+
+def _lowered(
+    instance: Workload,
+    was: int | None,
+    maximum: int,
+    *,
+    actor: Any,
+    workspace: Workspace,
+    now: datetime,
+) -> str:
+    """The timeline's sentence for an instance whose limit the new maximum lowered."""
+    before = "no limit" if was is None else duration_text(was)
+    text = (
+        f"Time limit lowered from {before} to {duration_text(maximum)}: {actor.username} "
+        f"capped interactive instances in {workspace.name} at {duration_text(maximum)}."
+    )
+    started = instance.started_at
+    if started is not None and started + timedelta(seconds=maximum) <= now:
+        text += " It has run longer than that, so it stops at the next time-limit check."
+    return text

@@ -33,4 +33,9 @@ urlpatterns = [
         views.ResourceUsageView.as_view(),
         name="resource_usage",
     ),
+    path(
+        "<slug:name>/scheduling/time-limits/",
+        views.TimeLimitsView.as_view(),
+        name="time_limits",
+    ),
 ]

@@ -6,6 +6,8 @@ one they can see but may not change answers 403; anonymous users go to the login
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
@@ -19,11 +21,15 @@ from django.views.generic import FormView, TemplateView
 
 from console.errors import DomainError
 from console.permissions import PlatformAdminRequiredMixin, is_platform_admin
+from console.units import duration_text
+from jobs import clock
+from jobs.models import Workload
 from quotas.models import Quota
 from workspaces import selectors
 from workspaces.choices import Role
 from workspaces.forms import (
     BindQuotaForm,
+    InstanceLimitsForm,
     MemberForm,
     RuleRow,
     WorkspaceForm,
@@ -33,8 +39,10 @@ from workspaces.forms import (
 from workspaces.models import Workspace
 from workspaces.roles import MANAGE, VIEW
 from workspaces.services import (
+    InstanceLimitsSaved,
     resource_usage_rules_save,
     workspace_create,
+    workspace_instance_limits_set,
     workspace_member_add,
     workspace_member_remove,
     workspace_quota_bind,
@@ -259,3 +267,84 @@ class ResourceUsageView(WorkspaceAccessMixin, View):
             error=error,
         )
         return render(self.request, self.template_name, context, status=status)
+
+
+class TimeLimitsView(WorkspaceAccessMixin, View):
+    """Scheduling Configuration → Time Limits: the default and maximum duration of the
+    workspace's interactive instances (Run:ai's interactive time limits)."""
+
+    template_name = "workspaces/time_limits.html"
+
+    def get(self, request: HttpRequest, name: str) -> HttpResponse:
+        """The saved limits; members without manage see them read-only."""
+        return self.render(InstanceLimitsForm.of(selectors.instance_limits(self.workspace)))
+
+    def post(self, request: HttpRequest, name: str) -> HttpResponse:
+        """Save both limits through the service, or neither with the reason on its field."""
+        if not selectors.user_has_workspace_perm(request.user, MANAGE, self.workspace):
+            raise PermissionDenied("Your role in this workspace does not allow this.")
+        form = InstanceLimitsForm(request.POST)
+        if form.is_valid():
+            default, maximum = form.seconds()
+            try:
+                saved = workspace_instance_limits_set(
+                    actor=request.user,
+                    workspace=self.workspace,
+                    default_duration=default,
+                    max_duration=maximum,
+                )
+            except DomainError as exc:
+                field = form.ALIASES.get(exc.field or "", exc.field)
+                form.add_error(field if field in form.fields else None, exc.message)
+            else:
+                messages.success(request, _saved_message(saved))
+                return redirect("workspaces:time_limits", name=name)
+        return self.render(form, status=400)
+
+    def render(self, form: InstanceLimitsForm, *, status: int = 200) -> HttpResponse:
+        """The tab: the form (or the limits as text) and the active instances, with how long
+        each has run (by the control loop's clock)."""
+        now = clock.now()
+        context = self.workspace_context()
+        context.update(
+            tab="scheduling",
+            subtab="time_limits",
+            form=form,
+            limits=selectors.instance_limits(self.workspace),
+            instances=[_InstanceRow.of(w, now) for w in selectors.active_instances(self.workspace)],
+        )
+        return render(self.request, self.template_name, context, status=status)
+
+
+@dataclass(frozen=True)
+class _InstanceRow:
+    """An active instance on the Time Limits tab: how long it has run (None: not started)."""
+
+    workload: Workload
+    ran: int | None
+
+    @classmethod
+    def of(cls, workload: Workload, now: datetime) -> _InstanceRow:
+        """The row at `now`."""
+        started = workload.started_at
+        return cls(workload, None if started is None else int((now - started).total_seconds()))
+
+    @property
+    def ran_text(self) -> str:
+        """Time run so far to the minute ("1 h 5 min"), or "not started"."""
+        if self.ran is None:
+            return "not started"
+        return duration_text(self.ran - self.ran % 60) if self.ran >= 60 else f"{self.ran} s"
+
+
+def _saved_message(saved: InstanceLimitsSaved) -> str:
+    """What the admin is told after saving: the limits, and the instances it shortened."""
+    text = f"Time limits saved: {selectors.instance_limits(saved.workspace)}."
+    count = len(saved.shortened)
+    if count:
+        names = ", ".join(w.name for w in saved.shortened[:5]) + (", …" if count > 5 else "")
+        text += (
+            f" {count} active instance{'' if count == 1 else 's'} now "
+            f"{'has' if count == 1 else 'have'} the new maximum: {names}."
+        )
+    return text

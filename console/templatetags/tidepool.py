@@ -1,10 +1,10 @@
-"""Template filters for showing resource amounts."""
+"""Template filters for showing resource amounts and durations."""
 
 from __future__ import annotations
 
 from django import template
 
-from console.units import milli_to_gpus
+from console.units import duration_text, milli_to_gpus
 
 register = template.Library()
 
@@ -35,3 +35,9 @@ def gib(mib: int | None) -> str:
 def get_item(mapping: dict[str, object], key: str) -> object:
     """Look a key up in a dict from a template."""
     return mapping.get(key)
+
+
+@register.filter
+def duration(seconds: int | None) -> str:
+    """Show seconds as a person writes a duration: 7200 → 2 h, None → nothing."""
+    return "" if seconds is None else duration_text(int(seconds))

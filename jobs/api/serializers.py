@@ -311,7 +311,12 @@ class ServiceCreateSerializer(SubmitSerializer):
 class InstanceStartSerializer(SubmitSerializer):
     """An interactive instance: stopped after max_duration seconds (or idle_stop minutes)."""
 
-    max_duration = whole(help_text="seconds")
+    max_duration = whole(
+        required=False,
+        allow_null=True,
+        help_text="seconds; omitted or null: the workspace's default. At most the "
+        "workspace's instance_max_duration.",
+    )
     idle_stop_minutes = whole(required=False, allow_null=True)
 
 

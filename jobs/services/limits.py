@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
+from console.units import duration_text
 from jobs.choices import EventKind, Kind, Status
 from jobs.locking import write_lock
 from jobs.models import Workload
@@ -15,22 +16,11 @@ from jobs.wakeup import request_cycle
 LIMITED_STATUSES = (Status.RUNNING, Status.QUEUED)
 
 
-def _duration(seconds: int) -> str:
-    """A duration the way a person writes it: 2 h, 90 min, 1 h 30 min, 45 s."""
-    if seconds % 60:
-        return f"{seconds} s"
-    minutes = seconds // 60
-    hours, rest = divmod(minutes, 60)
-    if not hours:
-        return f"{minutes} min"
-    return f"{hours} h" + (f" {rest} min" if rest else "")
-
-
 def _reason(instance: Workload, now: datetime) -> str | None:
     """Why the instance must stop now, or None if it may keep running."""
     started, limit = instance.started_at, instance.max_duration
     if started is not None and limit and started + timedelta(seconds=limit) <= now:
-        return f"Reached its maximum duration of {_duration(limit)}"
+        return f"Reached its maximum duration of {duration_text(limit)}"
     if instance.idle_stop_minutes and instance.status == Status.RUNNING:
         active = instance.last_progress_at or instance.started_at
         if active is not None and active + timedelta(minutes=instance.idle_stop_minutes) <= now:

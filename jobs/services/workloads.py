@@ -13,7 +13,7 @@ from django.db import transaction
 from console.errors import DomainError
 from console.numbers import INT32
 from console.statements import Statement
-from console.units import called, milli_to_gpus
+from console.units import called, duration_text, milli_to_gpus
 from jobs import clock
 from jobs.choices import (
     ACTIVE_STATUSES,
@@ -142,6 +142,48 @@ def _named(shape: tuple[()], workspace_id: int, name: str) -> Any:
 
 # read in every submit's write transaction: compiled once, it holds the lock less
 _NAMED = Statement(_named)
+
+
+def _limits_of(shape: tuple[()], workspace_id: int) -> Any:
+    """The workspace's interactive time limits, its row held until the submit commits."""
+    # FOR NO KEY UPDATE: an admin lowering the cap waits for this submit (and then shortens
+    # the instance it made), or this submit waits and reads the new cap. It does not wait
+    # for other submits in the workspace, whose new rows only share-lock the workspace.
+    return (
+        Workspace.objects.select_for_update(no_key=True)
+        .filter(pk=workspace_id)
+        .order_by()
+        .values("instance_default_duration", "instance_max_duration")
+    )
+
+
+_LIMITS_OF = Statement(_limits_of)
+
+
+def _instance_duration(workspace: Workspace, asked: int | None) -> int:
+    """The time limit an instance gets: what it asks for, else the workspace's default,
+    never less than a minute nor more than the workspace's maximum."""
+    (limits,) = _LIMITS_OF.rows(workspace.pk)
+    default, cap = limits["instance_default_duration"], limits["instance_max_duration"]
+    if asked is None:
+        if default is None:
+            raise DomainError(
+                f"Give a maximum duration: {workspace.name} sets no default for interactive "
+                "instances.",
+                field="max_duration",
+            )
+        return int(default)
+    if asked < 60:
+        raise DomainError(
+            f"Maximum duration must be at least 60 s, not {asked}.", field="max_duration"
+        )
+    if cap is not None and asked > cap:
+        raise DomainError(
+            f"{workspace.name} caps interactive instances at {duration_text(cap)}; this asks "
+            f"for {duration_text(asked)}.",
+            field="max_duration",
+        )
+    return asked
 
 
 def _check_name(workspace: Workspace, name: str) -> str:
@@ -336,17 +378,15 @@ def instance_start(
     name: str,
     shape: Shape,
     node_pools: Sequence[NodePool],
-    max_duration: int,
+    max_duration: int | None = None,
     idle_stop_minutes: int | None = None,
     image: str = "",
     now: datetime | None = None,
     access: WorkspaceAccess | None = None,
 ) -> Workload:
-    """Start an interactive instance with a time limit (seconds)."""
-    if max_duration < 60:
-        raise DomainError(
-            f"Maximum duration must be at least 60 s, not {max_duration}.", field="max_duration"
-        )
+    """Start an interactive instance with a time limit (seconds; None: the workspace's
+    default), within the workspace's maximum."""
+    max_duration = _instance_duration(workspace, max_duration)
     if idle_stop_minutes is not None and idle_stop_minutes < 1:
         raise DomainError("Idle auto-stop needs at least 1 minute.", field="idle_stop_minutes")
     return _create(

@@ -18,6 +18,7 @@ from jobs.models import Workload
 from jobs.services.workloads import Shape, instance_start, workload_cancel
 from jobs.views import SubmitView, WorkspacePageMixin, now, row
 from workspaces.roles import SUBMIT
+from workspaces.selectors import instance_limits
 
 
 class InstanceListView(WorkspacePageMixin, TemplateView):
@@ -46,9 +47,22 @@ class InstanceStartView(SubmitView):
     tab = "instances"
     verb = "Started"
 
+    def get_form_kwargs(self) -> dict[str, Any]:
+        """The workspace's time limits too: a default makes the duration optional."""
+        kwargs = super().get_form_kwargs()
+        kwargs["limits"] = instance_limits(self.workspace)
+        return kwargs
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """The workspace's time limits, shown above the form."""
+        context = super().get_context_data(**kwargs)
+        context["limits"] = instance_limits(self.workspace)
+        return context
+
     def create(self, form: InstanceStartForm) -> Workload:
-        """instance_start."""
+        """instance_start; an empty duration takes the workspace's default."""
         data = form.cleaned_data
+        hours = data.get("max_hours")
         return instance_start(
             actor=self.request.user,
             workspace=self.workspace,
@@ -56,7 +70,7 @@ class InstanceStartView(SubmitView):
             name=data["name"],
             shape=Shape(**form.shape_values()),
             node_pools=[data["node_pool"]],
-            max_duration=int(data["max_hours"] * 3600),
+            max_duration=None if hours is None else int(hours * 3600),
             idle_stop_minutes=data.get("idle_stop_minutes"),
         )
 

@@ -39,6 +39,11 @@ def main() -> None:
         client.post("/api/v1/jobs/", job, format="json").status_code,
         client.get("/api/v1/jobs/?workspace=workspace_b").status_code,
         client.get("/api/v1/jobs/?status=queued&owner=bob").status_code,
+        client.post(
+            "/api/v1/instances/",
+            {"workspace": "workspace_b", "name": "nb-on-postgres", "gpu": 1, "max_duration": 3600},
+            format="json",
+        ).status_code,
     ]
     compiled = {}
     for statement in (o for o in gc.get_objects() if isinstance(o, Statement)):

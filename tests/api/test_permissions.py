@@ -152,7 +152,14 @@ ROWS = [
     ),
     Row("workspaces retrieve", "get", "/workspaces/{ws_b}/", team("bob", 200)),
     Row("workspaces create", "post", "/workspaces/", admin_only(201, 403), {"name": "ws-new"}),
-    Row("workspaces update", "patch", "/workspaces/{ws_b}/", everyone(405), {"name": "x"}),
+    Row(
+        "workspaces update (time limits)",
+        "patch",
+        "/workspaces/{ws_b}/",
+        team("bob", 403, admin=200),
+        {"instance_max_duration": 28800},
+    ),
+    Row("workspaces replace", "put", "/workspaces/{ws_b}/", everyone(405), {"name": "x"}),
     Row("members list", "get", "/workspaces/{ws_b}/members/", team("bob", 200)),
     Row(
         "members create",

@@ -67,7 +67,7 @@ def test_the_apis_statements_compile_on_postgresql(postgres_url: str) -> None:
         admin.execute("CREATE DATABASE statements")
     lines = _script(postgres_url.rsplit("/", 1)[0] + "/statements", "tests.api.pg_statements")
     out = json.loads(lines[-1])
-    assert out["codes"] == [201, 200, 200], out
+    assert out["codes"] == [201, 200, 200, 201], out
     compiled = out["compiled"]
     for name in (
         "console.auth._token_and_user",
@@ -75,9 +75,28 @@ def test_the_apis_statements_compile_on_postgresql(postgres_url: str) -> None:
         "jobs.api.serializers._workspace_named",
         "jobs.api.serializers._pools_of",
         "jobs.services.workloads._named",
+        "jobs.services.workloads._limits_of",
     ):
         assert compiled.get(name), (name, compiled)
     assert all(all(shapes) for shapes in compiled.values()), compiled
+
+
+@pytest.mark.postgres
+def test_a_cap_lowered_during_an_open_instance_submit_shortens_that_instance_too(
+    postgres_url: str,
+) -> None:
+    """The submit holds its workspace's row (FOR NO KEY UPDATE) from reading the cap to its
+    commit; the admin's change waits for it, then finds the new instance and lowers it."""
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("CREATE DATABASE limits_race")
+    lines = _script(postgres_url.rsplit("/", 1)[0] + "/limits_race", "tests.api.pg_limits_race")
+    out = json.loads(lines[-1])
+    assert out == {
+        "waited": True,
+        "shortened": ["forever"],
+        "max_duration": 8 * 3600,
+        "events": ["submitted", "limit"],
+    }, out
 
 
 @pytest.mark.postgres

@@ -204,3 +204,65 @@ def test_instance_start_takes_hours_and_refuses_a_short_limit(demo, login, bob) 
         7200,
         30,
     )
+
+
+def _instance(demo: Any, **changes: Any) -> dict[str, Any]:
+    data = {
+        "name": "notebook",
+        "quota": demo.quotas["Quota 1.1"].pk,
+        "node_pool": demo.node_pool.pk,
+        "gpu": "1",
+        "cpu": "4",
+        "memory": "16",
+        "max_hours": "",
+    }
+    data.update(changes)
+    return data
+
+
+def _limit(demo: Any, *, default: int | None, maximum: int | None) -> None:
+    from workspaces.models import Workspace
+
+    Workspace.objects.filter(pk=demo.workspaces[WS].pk).update(
+        instance_default_duration=default, instance_max_duration=maximum
+    )
+
+
+def test_instance_form_shows_the_workspace_limits_and_an_empty_duration_takes_the_default(
+    demo, login, bob
+) -> None:
+    _limit(demo, default=2 * 3600, maximum=8 * 3600)
+    url = reverse("jobs:instance_start", args=[WS])
+    page = login(bob).get(url)
+    body = page.content.decode()
+    assert (
+        '<p class="limits" data-testid="instance-limits">Limit: default 2 h, at most 8 h</p>'
+        in body
+    )
+    assert page.context["form"]["max_hours"].value() is None
+    assert "Empty: the workspace&#x27;s default, 2 h." in body
+    assert login(bob).post(url, _instance(demo)).status_code == 302
+    assert Workload.objects.get(name="notebook").max_duration == 2 * 3600
+
+
+def test_instance_form_refuses_a_duration_past_the_cap_on_its_field(demo, login, bob) -> None:
+    _limit(demo, default=None, maximum=8 * 3600)
+    url = reverse("jobs:instance_start", args=[WS])
+    page = login(bob).get(url)
+    assert "Limit: no default, at most 8 h" in page.content.decode()
+    assert page.context["form"]["max_hours"].value() == 4  # the usual 4 h fits under the cap
+    response = login(bob).post(url, _instance(demo, max_hours="87600"))
+    assert response.status_code == 200
+    assert response.context["form"].errors["max_hours"] == [
+        "workspace_b caps interactive instances at 8 h; this asks for 87600 h."
+    ]
+    empty = login(bob).post(url, _instance(demo))
+    assert empty.context["form"].errors["max_hours"] == ["This field is required."]
+    assert not Workload.objects.filter(name="notebook").exists()
+
+
+def test_instance_form_starts_at_the_cap_when_the_usual_4_h_is_over_it(demo, login, bob) -> None:
+    _limit(demo, default=None, maximum=3 * 3600)
+    page = login(bob).get(reverse("jobs:instance_start", args=[WS]))
+    assert page.context["form"]["max_hours"].value() == 3
+    assert "Limit:" in page.content.decode()

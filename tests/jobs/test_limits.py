@@ -145,3 +145,101 @@ def test_the_reason_states_the_duration_plainly(
     interactive_time_limits_enforce(now=STARTED + timedelta(seconds=seconds))
     instance.refresh_from_db()
     assert instance.status_reason == f"Reached its maximum duration of {text}"
+
+
+# Workspace limits: the default, the cap, and a cap lowered under running instances ------------
+
+HOUR = 3600
+
+
+def _set_limits(demo: Demo, admin: Any, **limits: int | None) -> None:
+    from workspaces.services import workspace_instance_limits_set
+
+    workspace_instance_limits_set(
+        actor=admin, workspace=demo.workspaces["workspace_a"], now=STARTED, **limits
+    )
+
+
+def _start(demo: Demo, alice: Any, **kwargs: Any) -> Workload:
+    from jobs.services.workloads import Shape, instance_start
+
+    return instance_start(
+        actor=alice,
+        workspace=demo.workspaces["workspace_a"],
+        quota=demo.quotas["Quota 1"],
+        name=kwargs.pop("name", "notebook"),
+        shape=Shape(replicas=1, gpu=1000),
+        node_pools=[demo.node_pool],
+        now=STARTED,
+        **kwargs,
+    )
+
+
+def test_an_instance_that_asks_for_no_duration_gets_the_workspace_default(
+    demo: Demo, admin: Any, alice: Any
+) -> None:
+    _set_limits(demo, admin, default_duration=2 * HOUR, max_duration=8 * HOUR)
+    assert _start(demo, alice).max_duration == 2 * HOUR
+    assert _start(demo, alice, name="longer", max_duration=6 * HOUR).max_duration == 6 * HOUR
+
+
+def test_without_a_default_an_instance_must_give_its_duration(demo: Demo, alice: Any) -> None:
+    from console.errors import DomainError
+
+    with pytest.raises(DomainError) as refused:
+        _start(demo, alice)
+    assert refused.value.field == "max_duration"
+    assert refused.value.message == (
+        "Give a maximum duration: workspace_a sets no default for interactive instances."
+    )
+    assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("asked", "message"),
+    [
+        (87600 * HOUR, "workspace_a caps interactive instances at 8 h; this asks for 87600 h."),
+        (8 * HOUR + 60, "workspace_a caps interactive instances at 8 h; this asks for 8 h 1 min."),
+        (59, "Maximum duration must be at least 60 s, not 59."),
+    ],
+    ids=["ten-years", "a-minute-over", "under-a-minute"],
+)
+def test_a_duration_past_the_cap_or_under_a_minute_is_refused_naming_both_numbers(
+    demo: Demo, admin: Any, alice: Any, asked: int, message: str
+) -> None:
+    from console.errors import DomainError
+
+    _set_limits(demo, admin, max_duration=8 * HOUR)
+    with pytest.raises(DomainError) as refused:
+        _start(demo, alice, max_duration=asked)
+    assert (refused.value.field, refused.value.message) == ("max_duration", message)
+    assert not Workload.objects.exists()
+    assert _start(demo, alice, max_duration=8 * HOUR).max_duration == 8 * HOUR
+
+
+def test_a_lowered_cap_shortens_a_running_instance_and_the_task_stops_it_once_past(
+    demo: Demo, admin: Any, alice: Any, make_instance: Any
+) -> None:
+    """A 10-year notebook started at 09:00; at 18:00 the admin caps the workspace at 8 h."""
+    notebook = make_instance(max_duration=87600 * HOUR)
+    fresh = make_instance(
+        "fresh", max_duration=87600 * HOUR, started_at=STARTED + timedelta(hours=8)
+    )
+    evening = STARTED + timedelta(hours=9)
+    _set_limits(demo, admin, max_duration=8 * HOUR)
+    # nothing stops inside the admin's request: the task does, on its next tick
+    notebook.refresh_from_db()
+    assert (notebook.status, notebook.max_duration) == (Status.RUNNING, 8 * HOUR)
+    assert interactive_time_limits_enforce(now=evening) == 1
+    notebook.refresh_from_db()
+    fresh.refresh_from_db()
+    assert notebook.status == Status.STOPPED
+    assert notebook.status_reason == "Reached its maximum duration of 8 h"
+    assert notebook.pods.get().status == PodStatus.STOPPED
+    kinds = list(WorkloadEvent.objects.filter(workload=notebook).values_list("kind", flat=True))
+    assert kinds == [EventKind.LIMIT, EventKind.FINISHED]
+    # the one started an hour ago keeps running until 8 h after its own start
+    assert (fresh.status, fresh.max_duration) == (Status.RUNNING, 8 * HOUR)
+    assert interactive_time_limits_enforce(now=STARTED + timedelta(hours=16)) == 1
+    fresh.refresh_from_db()
+    assert fresh.status == Status.STOPPED

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from console.demo import Demo
-from workspaces.models import Membership
+from workspaces.models import Membership, Workspace
 
 PERSONAS = ["admin", "alice", "bob", "carol", None]
 OWNER = {"workspace_a": "alice", "workspace_b": "bob", "workspace_c": "carol"}
@@ -25,6 +25,8 @@ WORKSPACE_PAGES: dict[str, tuple[str, int, int, int]] = {
     "scheduling": ("get", 302, 302, 404),
     "resource_usage": ("get", 200, 200, 404),
     "resource_usage_save": ("post", 302, 403, 404),
+    "time_limits": ("get", 200, 200, 404),
+    "time_limits_save": ("post", 302, 403, 404),
     "member_add": ("post", 302, 403, 404),
     "member_remove": ("post", 302, 403, 404),
     "quota_bind": ("post", 302, 403, 404),
@@ -63,6 +65,11 @@ def _request(demo: Demo, page: str, ws: str) -> tuple[str, dict[str, Any]]:
             reverse("workspaces:resource_usage", args=[ws]),
             {"quota": [str(quota.pk)], "role": ["viewer"], "max_gpus": ["1"], "max_priority": [""]},
         ),
+        "time_limits": (reverse("workspaces:time_limits", args=[ws]), {}),
+        "time_limits_save": (
+            reverse("workspaces:time_limits", args=[ws]),
+            {"default_hours": "2", "max_hours": "8"},
+        ),
         "member_add": (
             reverse("workspaces:member_add", args=[ws]),
             {"username": "admin", "role": "viewer"},
@@ -92,6 +99,10 @@ def test_workspace_page_access(
     assert response.status_code == expected
     if expected in (403, 404) and page == "member_remove":
         assert Membership.objects.filter(workspace__name=ws, user__username=OWNER[ws]).exists()
+    if page == "time_limits_save":
+        saved = Workspace.objects.get(name=ws)
+        limits = (saved.instance_default_duration, saved.instance_max_duration)
+        assert limits == ((7200, 28800) if expected == 302 else (None, None))
 
 
 @pytest.mark.parametrize(

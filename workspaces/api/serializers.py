@@ -82,8 +82,42 @@ class WorkspaceSerializer(serializers.ModelSerializer):  # type: ignore[type-arg
     members = MemberSerializer(source="memberships", many=True, read_only=True)
     quotas = ref(many=True, read_only=True)
     resource_usage = UsageRuleSerializer(source="usage_rules", many=True, read_only=True)
+    instance_default_duration = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="Seconds an interactive instance gets when it asks for none; null: no default.",
+    )
+    instance_max_duration = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="The longest an interactive instance may run, in seconds; null: no cap.",
+    )
 
     class Meta:
         model = Workspace
-        fields = ["id", "name", "description", "created_at", "members", "quotas", "resource_usage"]
+        fields = [
+            "id",
+            "name",
+            "description",
+            "created_at",
+            "members",
+            "quotas",
+            "resource_usage",
+            "instance_default_duration",
+            "instance_max_duration",
+        ]
         read_only_fields = ["id", "created_at"]
+
+
+class InstanceLimitsSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """New interactive time limits, in seconds; an omitted one is kept, null removes it."""
+
+    instance_default_duration = whole(
+        required=False, allow_null=True, help_text="seconds; null: no default."
+    )
+    instance_max_duration = whole(
+        required=False,
+        allow_null=True,
+        help_text="seconds; null: no cap. Lowering it lowers the limit of the active "
+        "instances above it.",
+    )

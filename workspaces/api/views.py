@@ -15,10 +15,12 @@ from workspaces.api import serializers as s
 from workspaces.models import Membership, ResourceUsageRule, Workspace, WorkspaceQuota
 from workspaces.roles import MANAGE
 from workspaces.services import (
+    KEEP,
     UsageRuleInput,
     resource_usage_rule_set,
     resource_usage_rules_save,
     workspace_create,
+    workspace_instance_limits_set,
     workspace_member_add,
     workspace_member_remove,
     workspace_quota_bind,
@@ -42,12 +44,28 @@ class WorkspaceViewSet(
     serializer_class = s.WorkspaceSerializer
     workspace_path = ""
     admin_actions = frozenset({"create"})
+    action_permissions = {"partial_update": MANAGE}
     filter_fields = {"name": "name"}
 
     def perform_create(self, serializer: Any) -> None:
         """workspace_create decides."""
         created = workspace_create(**serializer.validated_data)
         serializer.instance = self.get_queryset().get(pk=created.pk)
+
+    @extend_schema(request=s.InstanceLimitsSerializer, responses=s.WorkspaceSerializer)
+    def partial_update(self, request: Request, **kwargs: Any) -> Response:
+        """Set the interactive time limits (manage); a lower maximum shortens active instances."""
+        workspace = self.get_object()
+        data = s.InstanceLimitsSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        workspace_instance_limits_set(
+            actor=request.user,
+            workspace=workspace,
+            default_duration=values.get("instance_default_duration", KEEP),
+            max_duration=values.get("instance_max_duration", KEEP),
+        )
+        return Response(self.get_serializer(self.get_queryset().get(pk=workspace.pk)).data)
 
 
 class _InWorkspace(WorkspaceScopedViewSet):
