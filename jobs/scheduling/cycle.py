@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final
 
@@ -156,6 +157,10 @@ class Cycle:
         # Preemption, in DESIGN's order; each kind restores the state when it cannot help.
         # In Quota, only reclaim, child-level and priority preemption (the preemptor ends up
         # In Quota); borrowing, only fair-share reclaim, which is between borrowers.
+        if stage == IN_QUOTA and may_borrow(w) and not self._could_borrow(w, count, pools):
+            # No idle capacity for it to take instead: it evicts now, in rank order, before
+            # a workload ranking behind it takes the place it would evict for.
+            stage = EVICT
         kinds = _kinds(w, stage)
         sig = (self.epoch, stage, w.quota, w.kind, w.idle, count, w.pools, w.priority)
         req = (w.request.gpu, w.request.cpu, w.request.memory)
@@ -190,16 +195,44 @@ class Cycle:
         failed.append(req)
         return Outcome(reason=_first(reasons), fair_blocked=fair_blocked)
 
+    def _could_borrow(self, w: Workload, count: int, pools: Sequence[str]) -> bool:
+        """Whether w could start borrowed now (idle capacity, max and a node for every
+        replica; fair shares aside): a trial placement, undone."""
+        if w.idle == "idle_only":
+            return True  # never evicts In Quota: nothing to decide
+        state = self.state
+        need = demand(w, count)[0]
+        e = state.entries.get(w.name)
+        keep = len(e.placements) if e is not None else 0
+        for pool in pools:
+            if idle_gpu(state, w.quota, pool) < need or max_gap(state, w, pool, count):
+                continue
+            if place_replicas(state, w, count, False, [pool]) is not None:
+                state.drop_new_replicas(w, keep)
+                return True
+        return False
+
     def _displace(self, v: Workload, by: Workload) -> None:
         """Withdraw the admission of v, started this cycle, whose place `by` takes.
 
         The next cycle would evict v for `by` by the very same rules; doing it now costs no
         work and no eviction, and v is retried in the next round of this cycle.
         """
-        self.state.fresh.discard(v.name)
+        state = self.state
+        state.fresh.discard(v.name)
         self.new.pop(v.name, None)
         self.displaced.append(v)
         self.waiting[v.name] = Outcome(reason=f"{by.name} took its place in this cycle")
+        if v.name in state.shielded:
+            # v evicted someone to start In Quota, and `by`, of its quota, of higher priority
+            # and In Quota there too, takes that place now: v's victims are by's (taken for
+            # the same place by the same kind: lower priority, borrowed capacity of that
+            # quota, or its children's), and by keeps it.
+            state.shielded.discard(v.name)
+            self.preempted = [
+                replace(p, by=by.name) if p.by == v.name else p for p in self.preempted
+            ]
+            state.shield(by.name)
 
     def withdraw_out_of_quota(self) -> bool:
         """Withdraw this cycle's admissions that may only run In Quota and were labelled Not
