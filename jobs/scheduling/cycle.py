@@ -22,7 +22,7 @@ from .admission import (
     waiting_demand,
 )
 from .classify import label_running, settle
-from .placement import Choice, explain_no_fit, place_replicas
+from .placement import Choice, explain_no_fit, find_node, place_replicas
 from .preemption import KINDS, Attempt, PreemptionKind, search
 from .queueing import queue_order, rank_order
 from .snapshot import Entry, State
@@ -157,7 +157,12 @@ class Cycle:
         # Preemption, in DESIGN's order; each kind restores the state when it cannot help.
         # In Quota, only reclaim, child-level and priority preemption (the preemptor ends up
         # In Quota); borrowing, only fair-share reclaim, which is between borrowers.
-        if stage == IN_QUOTA and may_borrow(w) and not self._could_borrow(w, count, pools):
+        if (
+            stage == IN_QUOTA
+            and may_borrow(w)
+            and _may_evict(state, w, pools)
+            and not self._could_borrow(w, count, pools)
+        ):
             # No idle capacity for it to take instead: it evicts now, in rank order, before
             # a workload ranking behind it takes the place it would evict for.
             stage = EVICT
@@ -197,17 +202,20 @@ class Cycle:
 
     def _could_borrow(self, w: Workload, count: int, pools: Sequence[str]) -> bool:
         """Whether w could start borrowed now (idle capacity, max and a node for every
-        replica; fair shares aside): a trial placement, undone."""
-        if w.idle == "idle_only":
-            return True  # never evicts In Quota: nothing to decide
+        replica; fair shares aside): for one replica a look at the nodes, for a gang a
+        trial placement, undone."""
         state = self.state
         need = demand(w, count)[0]
+        req = (w.request.gpu, w.request.cpu, w.request.memory)
         e = state.entries.get(w.name)
         keep = len(e.placements) if e is not None else 0
         for pool in pools:
             if idle_gpu(state, w.quota, pool) < need or max_gap(state, w, pool, count):
                 continue
-            if place_replicas(state, w, count, False, [pool]) is not None:
+            if count == 1:
+                if find_node(state, req, [pool], False, w.name) is not None:
+                    return True
+            elif place_replicas(state, w, count, False, [pool]) is not None:
                 state.drop_new_replicas(w, keep)
                 return True
         return False
@@ -299,6 +307,16 @@ def _kinds(w: Workload, stage: int) -> list[PreemptionKind]:
     if stage == IN_QUOTA and may_borrow(w):
         return [k for k in KINDS if k.reason == "reclaim"]
     return [k for k in KINDS if k.reason != "fair_share"]
+
+
+def _may_evict(state: State, w: Workload, pools: Sequence[str]) -> bool:
+    """Whether child-level or priority preemption could help w at all (their cheap tests)."""
+    for kind in KINDS:
+        if kind.reason in ("child_preemption", "priority"):
+            for pool in pools:
+                if kind.applies(Attempt(state, w, pool, 1)):
+                    return True
+    return False
 
 
 def victim_reason(kind: PreemptionKind, v: Entry, by: Workload) -> tuple[str, str]:
