@@ -125,6 +125,18 @@ def over_min(limit: Vec | None, u: Row) -> bool:
     )
 
 
+def fits_min(limit: Vec | None, u: Row, g: int, c: int, m: int) -> bool:
+    """Adding (g, c, m) to In-Quota usage u stays within a min, as admission checks it
+    (tree.within, loose): GPU always, CPU and memory only when added and constrained."""
+    if limit is None:
+        return u[0] + g <= 0
+    if u[0] + g > limit[0]:
+        return False
+    if c and limit[1] and u[1] + c > limit[1]:
+        return False
+    return not (m and limit[2] and u[2] + m > limit[2])
+
+
 def label_running(state: State) -> list[Demotion]:
     """Step 3 of the cycle: label the running set as the state says, infer the unknown labels,
     then apply the rule (a smaller min turns some Not in Quota; room turns some In Quota).
@@ -177,9 +189,7 @@ def _why_not(state: State, e: Entry) -> None:
         g, c, m = e.req
         for a in tree.chain[w.quota]:
             u = state.used(state.inq, a, pool)
-            if over_min(
-                tree.mins[a].get(pool), [u[0] + g * count, u[1] + c * count, u[2] + m * count]
-            ):
+            if not fits_min(tree.mins[a].get(pool), u, g * count, c * count, m * count):
                 own = state.used(state.direct_inq, a, pool)
                 if a != w.quota and tree.quotas[a].child_preemption and any(own):
                     e.why = "child_preemption"
@@ -192,10 +202,13 @@ def _infer(state: State, unknown: list[Entry], labels: dict[str, bool]) -> None:
     when it fits within min along the chain beside the In-Quota ones before it.
 
     Only quotas whose min can bind need the order (see _binding): below none of them every
-    entry fits, in any order.
+    entry fits, in any order. (A scenario labels all of its running set or none of it, and
+    the control loop all of it: mixed, every quota is checked.)
     """
     tree = state.tree
-    binding = _binding(tree, state.claims)
+    # _binding's reach trusts every child to hold at most its min In Quota, which known
+    # labels need not (a smaller min since): with some In Quota, every quota may bind
+    binding = set(tree.quotas) if any(labels.values()) else _binding(tree, state.claims)
     bchain = {q: [a for a in c if a in binding] for q, c in tree.chain.items()}
     mins = tree.mins
     rows: dict[tuple[str, str], Row] = {}
@@ -223,9 +236,7 @@ def _infer(state: State, unknown: list[Entry], labels: dict[str, bool]) -> None:
                 u = rows.get((a, pool))
                 if u is None:
                     u = rows[(a, pool)] = [0, 0, 0]
-                if over_min(
-                    mins[a].get(pool), [u[0] + g * count, u[1] + c * count, u[2] + m * count]
-                ):
+                if not fits_min(mins[a].get(pool), u, g * count, c * count, m * count):
                     ok = False
                     break
             if not ok:
@@ -337,9 +348,7 @@ def _walk(state: State, top: str, over: list[str], reason: str) -> list[Demotion
                 u = live.get((a, pool))
                 if u is None:
                     u = live[(a, pool)] = [0, 0, 0]
-                if over_min(
-                    mins[a].get(pool), [u[0] + g * count, u[1] + c * count, u[2] + m * count]
-                ):
+                if not fits_min(mins[a].get(pool), u, g * count, c * count, m * count):
                     failed = a
                     break
             if failed:
@@ -406,7 +415,8 @@ def _fits_room(state: State, e: Entry, rooms: dict[tuple[str, str], tuple[int, i
         r = rooms.get((q, pool))
         if r is None:
             r = rooms[(q, pool)] = _room(state, q, pool)
-        if g * count > r[0] or c * count > r[1] or m * count > r[2]:
+        # as fits_min: CPU and memory only when the entry holds some
+        if g * count > r[0] or (c and c * count > r[1]) or (m and m * count > r[2]):
             return False
     return True
 

@@ -518,19 +518,26 @@ def _admit(cycle: Cycle, w: Workload, stage: int) -> Outcome | None:
         out = cycle.attempt(w, missing, stage)
         if out.placed is None:
             return out
-        _record(state, w, out.placed, cycle.new)
+        _record(state, w, out, cycle.new)
         return None
     for _ in range(missing):
         out = cycle.attempt(w, 1, stage)
         if out.placed is None:
             return out
-        _record(state, w, out.placed, cycle.new)
+        _record(state, w, out, cycle.new)
     return None
 
 
-def _record(
-    state: State, w: Workload, placed: list[Choice], new: dict[str, list[Placement]]
-) -> None:
-    """Remember the new placements of w for the result (the last ones of its entry)."""
+def _record(state: State, w: Workload, out: Outcome, new: dict[str, list[Placement]]) -> None:
+    """Remember the new placements of w for the result (the last ones of its entry).
+
+    A workload running Not in Quota (a service) that starts a replica In Quota turns In
+    Quota as a whole: its entitlement counted the replicas it runs (admission.outside).
+    """
+    assert out.placed is not None
+    e = state.entries[w.name]
+    if out.in_quota and not e.in_quota:
+        state.flip(e)
+        state.drop_victim_caches()
     state.fresh.add(w.name)
-    new.setdefault(w.name, []).extend(state.entries[w.name].placements[-len(placed) :])
+    new.setdefault(w.name, []).extend(e.placements[-len(out.placed) :])

@@ -216,6 +216,22 @@ RULES = {
         demoted={"new5": ("", "min", "A")},
         classification={"svc": True, "t9": True, "old5": True, "new5": False},
     ),
+    # A CPU min scaled below what a and b hold In Quota: b (started later) turns Not in
+    # Quota; g, labelled here for the first time, holds no CPU, so the CPU row does not
+    # keep it out (a row is only checked for what a workload adds, as admission does).
+    "a_row_over_its_cpu_min_keeps_out_only_what_adds_cpu": Rule(
+        lambda: snapshot(
+            nodes(1),
+            [quota("q").min(gpu=4, cpu=12_000)],
+            [
+                workload("a").quota("q").cpu(8_000).started(10).on("n1").labelled(True),
+                workload("b").quota("q").cpu(6_000).started(20).on("n1").labelled(True),
+                workload("g").quota("q").gpus(1).started(30).on("n1"),
+            ],
+        ),
+        demoted={"b": ("", "min", "q")},
+        classification={"a": True, "b": False, "g": True},
+    ),
     # The min shrank under an idle-none job: it is preemptible now, and the reason its
     # eviction gives is the smaller min, not borrowing (it never borrowed).
     "a_job_left_out_by_a_smaller_min_is_evicted_for_that_reason": Rule(

@@ -201,7 +201,7 @@ def test_every_victim_has_a_preemptor_that_was_placed(snap: Snapshot) -> None:
     for p in result.preempted:
         assert p.by in admitted
         assert kinds[p.workload] == "training"
-        assert p.reason in ("reclaim", "child_preemption", "priority", "fair_share")
+        assert p.reason in ("reclaim", "child_preemption", "priority", "fair_share", "min")
     pending = {p.workload for p in result.pending}
     assert not (pending & {p.workload for p in result.preempted})
 
