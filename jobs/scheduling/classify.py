@@ -304,24 +304,13 @@ def _walk(state: State, top: str, over: list[str], reason: str) -> list[Demotion
     the rows of the quotas `over` (each seeded with the usage from outside the subtree), and
     turn the rest Not in Quota."""
     tree = state.tree
-    now = state.now
     direct: dict[str, list[Entry]] = {}
-    last_order = state.walk_order
     for q in (top, *tree.descendants[top]):
         by = state.by_quota[q]
-        if not by:
-            continue
-        # The quota's In-Quota entries as the last walk sorted them, still In Quota, then
-        # the others: timsort merges the sorted run with the few new ones.
-        last = last_order.get(q)
-        lst = [] if last is None else [e for e in last if e.in_quota and by.get(e.w.name) is e]
-        seen = {id(e) for e in lst}
-        lst.extend(e for e in by.values() if e.in_quota and id(e) not in seen)
-        for e in lst:
-            if e.okey is None:
-                e.okey = rank(e, now)
-        lst.sort(key=OKEY)
-        last_order[q] = direct[q] = lst
+        if by:
+            direct[q] = _in_order(
+                state, state.walk_order, q, [e for e in by.values() if e.in_quota]
+            )
     mins = tree.mins
     chains = tree.chain
     inside = tree.descendants[top]
@@ -389,15 +378,24 @@ def upgrade(state: State) -> bool:
     state.upgrade_seen = state.inq_freed
     if not cands:
         return False
-    now = state.now
-    for lst in cands.values():
-        for e in lst:
-            if e.okey is None:
-                e.okey = rank(e, now)
-        lst.sort(key=OKEY)
+    by_root: dict[str, list[Entry]] = {}
+    for q, lst in cands.items():
+        by_root.setdefault(tree.root[q], []).extend(lst)
     changed = False
-    for root in tree.roots():
-        for e in ordered(tree, root, cands)[0]:
+    for root in sorted(by_root):
+        mine = by_root[root]
+        if len(mine) > 1:
+            # DESIGN's order of every Not-in-Quota entry of the tree, not of the candidates
+            # alone: under a parent with child preemption the order merges streams by their
+            # heads, so an entry that cannot move up still places the ones after it
+            direct: dict[str, list[Entry]] = {}
+            for q in (root, *tree.descendants[root]):
+                by = state.upgradable[q]
+                if by:
+                    direct[q] = _in_order(state, state.up_order, q, list(by.values()))
+            chosen = {id(e) for e in mine}
+            mine = [e for e in ordered(tree, root, direct)[0] if id(e) in chosen]
+        for e in mine:
             if _fits_room(state, e, {}):  # the rows as the ones before it left them
                 state.flip(e)
                 changed = True
@@ -405,6 +403,26 @@ def upgrade(state: State) -> bool:
         state.drop_victim_caches()
         state.upgrade_seen = state.inq_freed
     return changed
+
+
+def _in_order(
+    state: State, cache: dict[str, list[Entry]], q: str, entries: list[Entry]
+) -> list[Entry]:
+    """A quota's entries sorted by rank, starting from the order its last sort left (timsort
+    merges that sorted run with the few entries new since)."""
+    now = state.now
+    live = {id(e) for e in entries}
+    last = cache.get(q)
+    lst = [] if last is None else [e for e in last if id(e) in live]
+    if len(lst) < len(entries):
+        seen = {id(e) for e in lst}
+        lst.extend(e for e in entries if id(e) not in seen)
+    for e in lst:
+        if e.okey is None:
+            e.okey = rank(e, now)
+    lst.sort(key=OKEY)
+    cache[q] = lst
+    return lst
 
 
 def _fits_room(state: State, e: Entry, rooms: dict[tuple[str, str], tuple[int, int, int]]) -> bool:

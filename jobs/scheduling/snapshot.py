@@ -210,6 +210,8 @@ class State:
         # each walked quota's In-Quota entries in classification order, as its last walk
         # sorted them (see classify)
         self.walk_order: dict[str, list[Entry]] = {}
+        # each quota's upgradable entries in that order, as the last upgrade sorted them
+        self.up_order: dict[str, list[Entry]] = {}
         # how often In-Quota usage was given back (an entry removed or relabelled Not in
         # Quota): while it stands, no Not-in-Quota entry can have found room since the last
         # look (see classify.upgrade)
