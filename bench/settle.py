@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -22,9 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.cycle import SIZES_A, build, openb_nodes, uniform_nodes  # noqa: E402
 from jobs.scheduling import COMPILED  # noqa: E402
 from jobs.scheduling.cycle import run_cycle  # noqa: E402
-from jobs.scheduling.types import CycleResult, Snapshot  # noqa: E402
+from jobs.scheduling.types import CycleResult, Snapshot, Workload  # noqa: E402
 
 TICK = 60.0
+# a core that takes each running workload's label (the database's), as the control loop
+# passes it; an older core recomputes the labels
+LABELS = "in_quota" in {f.name for f in fields(Workload)}
 
 
 def applied(snap: Snapshot, result: CycleResult) -> Snapshot:
@@ -37,6 +40,8 @@ def applied(snap: Snapshot, result: CycleResult) -> Snapshot:
             w = replace(w, running=(), started_at=None)
         if w.name in started:
             w = replace(w, running=w.running + started[w.name], started_at=snap.now)
+        if LABELS:
+            w = replace(w, in_quota=result.classification.get(w.name) if w.running else None)
         workloads.append(w)
     return replace(snap, now=snap.now + TICK, workloads=tuple(workloads))
 

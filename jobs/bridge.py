@@ -127,6 +127,7 @@ def to_core_workload(w: Workload) -> core.Workload:
         submitted_at=w.submitted_at.timestamp(),
         started_at=_seconds(w.started_at),
         last_checkpoint_at=_seconds(w.last_checkpoint_at or w.started_at),
+        in_quota=w.in_quota,
     )
 
 

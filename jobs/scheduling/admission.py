@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from .snapshot import State
-from .tree import Vec, add_row, fmt_gpu, quota_label, within
+from .tree import Vec, fmt_gpu, quota_label, within
 from .types import Workload
 
 ZERO: Final = (0, 0, 0)
@@ -24,37 +24,22 @@ def demand(w: Workload, count: int) -> Vec:
     return (r.gpu * count, r.cpu * count, r.memory * count)
 
 
-def _low(state: State, quota: str, pool: str, w: Workload) -> list[int]:
-    """In-Quota usage of training submitted to `quota` that ranks after w: any training when
-    w is not preemptible, else lower priority."""
-    out = [0, 0, 0]
-    row = state.direct_cls.get((quota, pool))
-    if not row:
-        return out
-    p, pre = w.priority, w.preemptible
-    for (prio, preemptible), u in row.items():
-        if preemptible and (not pre or prio < p):
-            add_row(out, u[0], u[1], u[2])
-    return out
-
-
 def behind(state: State, w: Workload, pool: str) -> list[int]:
-    """In-Quota usage of w's chain that ranks behind w, so w may take its place.
+    """In-Quota usage of w's chain whose place w may take without evicting it.
 
-    Lower-ranked training of the same quota (priority within a quota: a newcomer starts now,
-    so it ranks behind its own class and ahead of lower ones), and under a parent with
-    child_preemption, every In-Quota workload of the children when w is the parent's own.
-    With this taken out, the admission's label is the one the next classification gives.
+    Only child-level preemption takes an In-Quota place that way: a workload submitted
+    directly to a parent with child_preemption ranks ahead of every workload of its children,
+    so their In-Quota usage is room for it (the walk then turns the ones that no longer fit
+    Not in Quota, see classify). Nobody else's: an incumbent keeps its In-Quota label, and a
+    newcomer that outranks it must evict it by priority to take its place.
     """
     tree = state.tree
     q = w.quota
-    out = _low(state, q, pool, w)
     if tree.quotas[q].child_preemption and tree.children[q]:
         sub = state.used(state.inq, q, pool)
         own = state.used(state.direct_inq, q, pool)
-        for i in range(3):
-            out[i] += sub[i] - own[i]
-    return out
+        return [sub[0] - own[0], sub[1] - own[1], sub[2] - own[2]]
+    return [0, 0, 0]
 
 
 def outside(state: State, w: Workload, pool: str) -> int:
@@ -74,13 +59,10 @@ def entitlement_gap(
     tree = state.tree
     skip = behind(state, w, pool)
     for a in tree.chain[w.quota]:
-        limit = tree.mins[a].get(pool)
+        # no min in a pool admits no GPU (CPU and memory unconstrained), as in classify
+        limit = tree.mins[a].get(pool, ZERO)
         used = state.used(state.inq, a, pool)
         ahead = (used[0] - skip[0], used[1] - skip[1], used[2] - skip[2])
-        if limit is None:
-            if add[0] > 0 or add[1] > 0 or add[2] > 0:
-                return (a, 0, 0)
-            continue
         if not within(ahead, add, limit, True):
             return (a, max(0, limit[0] - ahead[0]), limit[0])
     return None
@@ -96,6 +78,37 @@ def max_gap(state: State, w: Workload, pool: str, count: int) -> tuple[str, int]
             continue
         if not within(state.used(state.usage, a, pool), add, limit, True):
             return (a, limit[0])
+    return None
+
+
+UNITS = ("GPUs", "millicores of CPU", "MiB of memory")
+
+
+def describe_max_block(state: State, w: Workload, pool: str, count: int) -> tuple[str, bool] | None:
+    """The sentence for the quota max that blocks w in a pool, with its numbers, and whether
+    that max forbids the pool outright (a max of 0 GPUs); None when no max blocks it."""
+    add = demand(w, count)
+    tree = state.tree
+    for a in tree.chain[w.quota]:
+        limit = tree.max_of(a, pool)
+        if limit is None:
+            continue
+        used = state.used(state.usage, a, pool)
+        for i in range(3):
+            # as within(loose=True): a zero CPU/memory max is unconstrained
+            if not add[i] or (i and not limit[i]) or used[i] + add[i] <= limit[i]:
+                continue
+            if i == 0 and limit[0] == 0:
+                return f"{quota_label(a)} may not use pool {pool}", True
+            if i == 0:
+                cap, uses, needs = fmt_gpu(limit[0]), fmt_gpu(used[0]), fmt_gpu(add[0])
+            else:
+                cap, uses, needs = str(limit[i]), str(used[i]), str(add[i])
+            return (
+                f"{quota_label(a)} may use at most {cap} {UNITS[i]} in {pool}; it uses {uses} "
+                f"and the job needs {needs}",
+                False,
+            )
     return None
 
 

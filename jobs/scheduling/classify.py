@@ -1,4 +1,14 @@
-"""The central rule: which running workloads are In Quota and which are Not in Quota."""
+"""The central rule: which running workloads are In Quota and which are Not in Quota.
+
+The label is part of the state (DESIGN §1). A running workload keeps the label it has:
+- one whose label is unknown gets it in start order, oldest first, as it was admitted;
+- where a subtree holds more In Quota than its min (a smaller min at the start of the cycle,
+  a parent's own workload admitted by child-level preemption during it), the walk of that
+  subtree keeps its In-Quota workloads in DESIGN's order and turns the rest Not in Quota;
+- a Not-in-Quota workload (all but idle_only) becomes In Quota once its quota has room for it
+  along its whole chain, in the same order.
+Nothing else changes a label: a newcomer never takes an incumbent's place by outranking it.
+"""
 
 from __future__ import annotations
 
@@ -7,32 +17,26 @@ from operator import attrgetter
 from typing import Any
 
 from .snapshot import Entry, State
-from .tree import QuotaTree, add_row
-from .types import Snapshot
+from .tree import QuotaTree, Vec, add_row
+from .types import Demotion, Snapshot
 
 OrderKey = tuple[bool, int, float, float, str]
 OKEY = attrgetter("okey")  # order_key without a Python-level call, for sorting
 
 
 def order_key(e: Entry) -> OrderKey:
-    """The key set by classify_entries (see rank)."""
+    """The key a walk set (see rank)."""
     assert e.okey is not None
     return e.okey
 
 
 def rank(e: Entry, now: float) -> OrderKey:
-    """Non-preemptible first, priority descending, oldest start, first submitted, then name.
+    """DESIGN's order: non-preemptible first, priority descending, oldest start; then first
+    submitted, then name, so keys are unique.
 
-    DESIGN lists priority before "not-preemptible first", but its other rule binds harder:
-    inference services and interactive instances never borrow and are never victims, so
-    they run In Quota only. Ranked by priority first, a low-priority service sharing a quota
-    with higher-priority training would be labelled Not in Quota — a label that no eviction
-    could act on and that contradicts "In Quota only" — so non-preemptible workloads claim
-    their quota before any training, whatever the priorities (see
-    test_a_low_priority_service_stays_in_quota_ahead_of_high_priority_training). A workload
-    starting this cycle starts at `now`, exactly as the next cycle will see it, so the label
-    its admission gave it does not flip one cycle later. Ties on start time (two admissions
-    of one cycle) go to the one submitted first, which was also admitted first.
+    A workload starting this cycle starts at `now`, exactly as the next cycle will see it.
+    Ties on start time (two admissions of one cycle) go to the one submitted first, which was
+    also admitted first.
     """
     w = e.w
     started = w.started_at if w.started_at is not None else now
@@ -102,199 +106,355 @@ def _merge(streams: list[tuple[list[Entry], bool]]) -> tuple[list[Entry], bool]:
 
 
 Row = list[int]
-Limit = tuple[int, int, int] | None
+BIG = 1 << 62  # room left by a zero CPU/memory min: unconstrained
 
 
-class Labels:
-    """A classification of the running set: each walked subtree's labels, and the free quotas."""
-
-    __slots__ = ("units", "free")
-
-    def __init__(self, units: dict[str, dict[str, bool]], free: list[str]) -> None:
-        # topmost binding quota -> the labels of its subtree's entries, in walk order
-        self.units = units
-        # the quotas below no binding quota: their entries are In Quota unless idle_only
-        self.free = free
-
-    def walked(self) -> dict[str, bool]:
-        """The labels of every walked entry, subtree after subtree."""
-        out: dict[str, bool] = {}
-        for labels in self.units.values():
-            out.update(labels)
-        return out
-
-    def of_all(self, state: State) -> dict[str, bool]:
-        """Every running entry's label: True = In Quota."""
-        labels = self.walked()
-        for q in self.free:
-            for name, e in state.by_quota[q].items():
-                labels[name] = e.w.idle != "idle_only"
-        return labels
+def start_key(e: Entry, now: float) -> tuple[float, float, str]:
+    """Admission order: oldest start first (a workload starting this cycle starts now)."""
+    w = e.w
+    return (w.started_at if w.started_at is not None else now, w.submitted_at, w.name)
 
 
-def classify_entries(state: State) -> dict[str, bool]:
-    """Every running entry's label: True = In Quota (the state's labels and tables are
-    left as they are)."""
-    return _classify(state, None).of_all(state)
+def over_min(limit: Vec | None, u: Row) -> bool:
+    """In-Quota usage u exceeds a min (a zero CPU/memory min is unconstrained, no min in a
+    pool admits no GPU)."""
+    if limit is None:
+        return u[0] > 0
+    return (
+        u[0] > limit[0] or bool(limit[1] and u[1] > limit[1]) or bool(limit[2] and u[2] > limit[2])
+    )
 
 
-def relabel_entries(state: State) -> Labels:
-    """Classify the running set and rebuild the state's In-Quota tables from the labels."""
-    labels = _classify(state, None)
-    state.changed.clear()  # the baseline of the next reclassify
-    state.resized.clear()
-    state.relabel(labels.walked())
-    return labels
+def fits_min(limit: Vec | None, u: Row, g: int, c: int, m: int) -> bool:
+    """Adding (g, c, m) to In-Quota usage u stays within a min, as admission checks it
+    (tree.within, loose): GPU always, CPU and memory only when added and constrained."""
+    if limit is None:
+        return u[0] + g <= 0
+    if u[0] + g > limit[0]:
+        return False
+    if c and limit[1] and u[1] + c > limit[1]:
+        return False
+    return not (m and limit[2] and u[2] + m > limit[2])
 
 
-def reclassify(state: State, last: Labels) -> tuple[Labels, bool]:
-    """The running set's classification after `last`, and whether some entry is labelled
-    otherwise now: then those entries take their new labels, with the In-Quota tables.
+def label_running(state: State) -> list[Demotion]:
+    """Step 3 of the cycle: label the running set as the state says, infer the unknown labels,
+    then apply the rule (a smaller min turns some Not in Quota; room turns some In Quota).
 
-    Only the subtrees whose running set changed since `last` are walked again: a subtree's
-    labels depend on its own entries alone (see _classify), so the others keep theirs, and
-    their entries still carry them.
+    Returns the workloads that lost their In-Quota label: a smaller min took it. Every
+    Not-in-Quota entry is left with the reason its eviction would give (see _why_not).
     """
-    labels = _classify(state, last)
-    entries = state.entries
-    flips: list[Entry] = []
-    for q, walked in labels.units.items():
-        if last.units.get(q) is not walked:
-            flips.extend(entries[n] for n, ok in walked.items() if entries[n].in_quota != ok)
-    for q in labels.free:
-        flips.extend(
-            e for e in state.by_quota[q].values() if e.in_quota != (e.w.idle != "idle_only")
-        )
-    for e in flips:
-        state.flip(e)
-    if flips:
-        state.drop_victim_caches()
-    return labels, bool(flips)
-
-
-def _classify(state: State, last: Labels | None) -> Labels:
-    """The labels of the entries under binding quotas, and the quotas with none above.
-
-    Only quotas whose min can bind need the walk's order: a quota binds when the In-Quota
-    usage its subtree could reach (its own entries, plus each child's capped at that
-    child's min) exceeds its own min. Below no binding quota every entry is In Quota
-    unless idle_only, in any order; under a topmost binding quota the subtree's own order
-    decides (it is that subtree's part of the root's order), checking binding rows only.
-    Which quotas bind below a quota, and so the walk of a topmost binding quota, depend on
-    its subtree's entries alone: a subtree that was walked in `last` and whose running set
-    has not changed since keeps its labels.
-    """
-    tree = state.tree
-    binding = _binding(tree, state.claims)
-    touched = _touched(state) if last is not None else set()
-    units: dict[str, dict[str, bool]] = {}
-    free: list[str] = []
-    stack = tree.roots()
-    while stack:
-        q = stack.pop()
-        if q in binding:
-            got = None
-            if last is not None and q not in touched:
-                got = last.units.get(q)
-            if got is None:
-                got = {}
-                _walk(state, q, binding, got)
-            units[q] = got
-        else:
-            free.append(q)
-            stack.extend(tree.children[q])
-    return Labels(units, free)
-
-
-def _touched(state: State) -> set[str]:
-    """The quotas whose subtree's running set changed since the last classification (an
-    entry removed and restored, or grown and shrunk back, is no change)."""
-    out: set[str] = set()
-    chains = state.tree.chain
-    for q, before in state.changed.items():
-        if before != state.by_quota[q]:  # entries compare by identity
-            out.update(chains[q])
-    for e, count in state.resized.values():
-        if len(e.placements) != count:
-            out.update(chains[e.w.quota])
-    state.changed.clear()
-    state.resized.clear()
-    return out
-
-
-def _walk(state: State, top: str, binding: set[str], labels: dict[str, bool]) -> None:
-    """Label the subtree of a topmost binding quota in its order, checking binding rows."""
-    tree = state.tree
-    now = state.now
-    direct: dict[str, list[Entry]] = {}
-    last_order = state.walk_order
-    for q in (top, *tree.descendants[top]):
-        by = state.by_quota[q]
-        if not by:
-            continue
-        # The quota's entries as the last walk sorted them, still running, then the new
-        # ones (never ranked): timsort merges the sorted run with the few new ones.
-        last = last_order.get(q)
-        lst = [] if last is None else [e for e in last if by.get(e.w.name) is e]
-        if len(lst) < len(by):
-            lst.extend(e for e in by.values() if e.okey is None)
-            if len(lst) != len(by):  # ranked once, then out and back: take them all
-                lst = list(by.values())
-        for e in lst:
-            if e.okey is None:
-                e.okey = rank(e, now)
-        lst.sort(key=OKEY)
-        last_order[q] = direct[q] = lst
-    # submission quota -> pool -> [(min, live subtree usage)] of the binding quotas above
-    # (keyed by name, then pool: no key tuple to build and hash per entry)
-    rows: dict[str, dict[str, list[tuple[Limit, Row]]]] = {}
-    live: dict[tuple[str, str], Row] = {}
-    mins = tree.mins
-    chains = tree.chain
-    for e in ordered(tree, top, direct)[0]:
+    labels: dict[str, bool] = {}
+    unknown: list[Entry] = []
+    for name, e in state.entries.items():
         w = e.w
         if w.idle == "idle_only":
-            labels[w.name] = False
-            continue
+            labels[name] = False
+        elif w.in_quota is None:
+            unknown.append(e)
+        else:
+            labels[name] = w.in_quota
+    if unknown:
+        _infer(state, unknown, labels)
+    state.relabel(labels)
+    demoted = _demote(state, False)
+    upgrade(state)
+    for by in state.upgradable.values():
+        for e in by.values():
+            if not e.why:
+                _why_not(state, e)
+    return demoted
+
+
+def settle(state: State) -> tuple[list[Demotion], bool]:
+    """After a round of admissions: the walk of every subtree a parent's own admission pushed
+    over its min (child-level preemption), then the upgrades that room allows; the
+    demotions, and whether any label changed."""
+    demoted = _demote(state, True)
+    up = upgrade(state)
+    return demoted, bool(demoted) or up
+
+
+def _why_not(state: State, e: Entry) -> None:
+    """Why a workload that came in Not in Quota is: a borrower borrows; one that never
+    borrows lost its label to a smaller min or to its parent's own workloads (the quota that
+    now blocks it says which)."""
+    w = e.w
+    if w.kind == "training" and w.idle in ("acceptable", "idle_only"):
+        e.why = "reclaim"
+        return
+    tree = state.tree
+    e.why, e.why_quota = "min", w.quota
+    for pool, count in e.pool_counts.items():
         g, c, m = e.req
-        pc = e.pool_counts
-        per = rows.get(w.quota)
-        if per is None:
-            per = rows[w.quota] = {}
+        for a in tree.chain[w.quota]:
+            u = state.used(state.inq, a, pool)
+            if not fits_min(tree.mins[a].get(pool), u, g * count, c * count, m * count):
+                own = state.used(state.direct_inq, a, pool)
+                if a != w.quota and tree.quotas[a].child_preemption and any(own):
+                    e.why = "child_preemption"
+                e.why_quota = a
+                return
+
+
+def _infer(state: State, unknown: list[Entry], labels: dict[str, bool]) -> None:
+    """Labels of the entries whose label is unknown, in start order, oldest first: In Quota
+    when it fits within min along the chain beside the In-Quota ones before it.
+
+    Only quotas whose min can bind need the order (see _binding): below none of them every
+    entry fits, in any order. (A scenario labels all of its running set or none of it, and
+    the control loop all of it: mixed, every quota is checked.)
+    """
+    tree = state.tree
+    # _binding's reach trusts every child to hold at most its min In Quota, which known
+    # labels need not (a smaller min since): with some In Quota, every quota may bind
+    binding = set(tree.quotas) if any(labels.values()) else _binding(tree, state.claims)
+    bchain = {q: [a for a in c if a in binding] for q, c in tree.chain.items()}
+    mins = tree.mins
+    rows: dict[tuple[str, str], Row] = {}
+    walk: list[Entry] = []
+    for e in unknown:
+        if bchain[e.w.quota]:
+            walk.append(e)
+        else:
+            labels[e.w.name] = True
+    if not walk:
+        return
+    entries = state.entries
+    for name, ok in labels.items():
+        if ok:
+            e = entries[name]
+            _add(rows, bchain[e.w.quota], e)
+    now = state.now
+    walk.sort(key=lambda e: start_key(e, now))
+    for e in walk:
+        chk = bchain[e.w.quota]
+        g, c, m = e.req
         ok = True
-        for pool, count in pc.items():
-            chk = per.get(pool)
-            if chk is None:
-                chk = per[pool] = []
-                for a in chains[w.quota]:
-                    if a in binding:
-                        u = live.get((a, pool))
-                        if u is None:
-                            u = live[(a, pool)] = [0, 0, 0]
-                        chk.append((mins[a].get(pool), u))
-            ag, ac, am = g * count, c * count, m * count
-            for limit, u in chk:
-                if limit is None:
-                    if ag > 0:
-                        ok = False
-                        break
-                    continue
-                # within(u, add, limit, loose=True): a zero CPU/memory min is unconstrained
-                if (
-                    u[0] + ag > limit[0]
-                    or (ac and limit[1] and u[1] + ac > limit[1])
-                    or (am and limit[2] and u[2] + am > limit[2])
-                ):
+        for pool, count in e.pool_counts.items():
+            for a in chk:
+                u = rows.get((a, pool))
+                if u is None:
+                    u = rows[(a, pool)] = [0, 0, 0]
+                if not fits_min(mins[a].get(pool), u, g * count, c * count, m * count):
                     ok = False
                     break
             if not ok:
                 break
         if ok:
-            for pool, count in pc.items():
-                ag, ac, am = g * count, c * count, m * count
-                for _, u in per[pool]:
-                    add_row(u, ag, ac, am)
-        labels[w.name] = ok
+            _add(rows, chk, e)
+        labels[e.w.name] = ok
+
+
+def _add(rows: dict[tuple[str, str], Row], quotas: list[str], e: Entry) -> None:
+    """Count an entry's usage in the rows of some quotas of its chain."""
+    g, c, m = e.req
+    for pool, count in e.pool_counts.items():
+        for a in quotas:
+            u = rows.get((a, pool))
+            if u is None:
+                rows[(a, pool)] = [g * count, c * count, m * count]
+            else:
+                add_row(u, g * count, c * count, m * count)
+
+
+def _over(state: State) -> set[str]:
+    """Quotas whose subtree holds more In Quota than their min in some pool."""
+    mins = state.tree.mins
+    return {q for (q, pool), u in state.inq.items() if over_min(mins[q].get(pool), u)}
+
+
+def _demote(state: State, child: bool) -> list[Demotion]:
+    """Walk every subtree whose In-Quota usage exceeds a min; the demotions.
+
+    During the cycle (child=True) only a parent's own admission can push a subtree over its
+    min (every other In-Quota admission fits within min), so the walk is the parent's
+    subtree: its own workloads first, and the room they took comes out of its children's,
+    never out of a sibling's. At the start of the cycle it is a smaller min: the walk is
+    that of the topmost quota over its min.
+    """
+    over = _over(state)
+    if not over:
+        return []
+    tree = state.tree
+    out: list[Demotion] = []
+    if child:
+        parents: set[str] = set()
+        for name in state.fresh:
+            e = state.entries.get(name)
+            if e is not None and e.in_quota:
+                q = e.w.quota
+                if tree.quotas[q].child_preemption and tree.children[q]:
+                    parents.add(q)
+        for p in sorted(parents, key=lambda q: (-tree.depth[q], q)):
+            rows = [a for a in tree.chain[p] if a in over]
+            if rows:
+                out.extend(_walk(state, p, rows, "child_preemption"))
+                over = _over(state)
+                if not over:
+                    return out
+    for top in sorted(q for q in over if not any(a in over for a in tree.chain[q][1:])):
+        rows = [a for a in over if top in tree.chain[a]]
+        out.extend(_walk(state, top, rows, "child_preemption" if child else "min"))
+    return out
+
+
+def _walk(state: State, top: str, over: list[str], reason: str) -> list[Demotion]:
+    """Keep the In-Quota entries of top's subtree In Quota in DESIGN's order while they fit
+    the rows of the quotas `over` (each seeded with the usage from outside the subtree), and
+    turn the rest Not in Quota."""
+    tree = state.tree
+    direct: dict[str, list[Entry]] = {}
+    for q in (top, *tree.descendants[top]):
+        by = state.by_quota[q]
+        if by:
+            direct[q] = _in_order(
+                state, state.walk_order, q, [e for e in by.values() if e.in_quota]
+            )
+    mins = tree.mins
+    chains = tree.chain
+    inside = tree.descendants[top]
+    above = set(chains[top][1:])
+    # (over quota, pool) -> usage so far: outside the subtree for a quota above it
+    live: dict[tuple[str, str], Row] = {}
+    for (a, pool), t in state.inq.items():
+        if a in above and a in over:
+            sub = state.used(state.inq, top, pool)
+            live[(a, pool)] = [t[0] - sub[0], t[1] - sub[1], t[2] - sub[2]]
+    rows = {q: [a for a in chains[q] if a in over] for q in (top, *inside)}
+    fresh = state.fresh
+    by_name = ""
+    drop: list[tuple[Entry, str]] = []
+    for e in ordered(tree, top, direct)[0]:
+        w = e.w
+        if reason == "child_preemption" and w.quota == top and w.name in fresh:
+            by_name = w.name
+        g, c, m = e.req
+        failed = ""
+        chk = rows[w.quota]
+        for pool, count in e.pool_counts.items():
+            for a in chk:
+                u = live.get((a, pool))
+                if u is None:
+                    u = live[(a, pool)] = [0, 0, 0]
+                if not fits_min(mins[a].get(pool), u, g * count, c * count, m * count):
+                    failed = a
+                    break
+            if failed:
+                break
+        if failed:
+            drop.append((e, failed))
+        else:
+            _add(live, chk, e)
+    out: list[Demotion] = []
+    for e, failed in drop:
+        state.flip(e)
+        e.why = reason
+        e.why_quota = top if reason == "child_preemption" else failed
+        out.append(Demotion(e.w.name, by_name, reason, e.why_quota))
+    if drop:
+        state.drop_victim_caches()
+    return out
+
+
+def upgrade(state: State) -> bool:
+    """Turn In Quota every Not-in-Quota entry whose quota has room for it within min along
+    its whole chain, in DESIGN's order; whether any did."""
+    if state.upgrade_seen == state.inq_freed:
+        return False  # no In-Quota usage given back since the last look: no new room
+    tree = state.tree
+    rooms: dict[tuple[str, str], tuple[int, int, int]] = {}
+    cands: dict[str, list[Entry]] = {}
+    for q, by in state.upgradable.items():
+        if not by:
+            continue
+        for e in by.values():
+            if _fits_room(state, e, rooms):
+                lst = cands.get(q)
+                if lst is None:
+                    cands[q] = [e]
+                else:
+                    lst.append(e)
+    state.upgrade_seen = state.inq_freed
+    if not cands:
+        return False
+    by_root: dict[str, list[Entry]] = {}
+    for q, lst in cands.items():
+        by_root.setdefault(tree.root[q], []).extend(lst)
+    changed = False
+    for root in sorted(by_root):
+        mine = by_root[root]
+        if len(mine) > 1:
+            # DESIGN's order of every Not-in-Quota entry of the tree, not of the candidates
+            # alone: under a parent with child preemption the order merges streams by their
+            # heads, so an entry that cannot move up still places the ones after it
+            direct: dict[str, list[Entry]] = {}
+            for q in (root, *tree.descendants[root]):
+                by = state.upgradable[q]
+                if by:
+                    direct[q] = _in_order(state, state.up_order, q, list(by.values()))
+            chosen = {id(e) for e in mine}
+            mine = [e for e in ordered(tree, root, direct)[0] if id(e) in chosen]
+        for e in mine:
+            if _fits_room(state, e, {}):  # the rows as the ones before it left them
+                state.flip(e)
+                changed = True
+    if changed:
+        state.drop_victim_caches()
+        state.upgrade_seen = state.inq_freed
+    return changed
+
+
+def _in_order(
+    state: State, cache: dict[str, list[Entry]], q: str, entries: list[Entry]
+) -> list[Entry]:
+    """A quota's entries sorted by rank, starting from the order its last sort left (timsort
+    merges that sorted run with the few entries new since)."""
+    now = state.now
+    live = {id(e) for e in entries}
+    last = cache.get(q)
+    lst = [] if last is None else [e for e in last if id(e) in live]
+    if len(lst) < len(entries):
+        seen = {id(e) for e in lst}
+        lst.extend(e for e in entries if id(e) not in seen)
+    for e in lst:
+        if e.okey is None:
+            e.okey = rank(e, now)
+    lst.sort(key=OKEY)
+    cache[q] = lst
+    return lst
+
+
+def _fits_room(state: State, e: Entry, rooms: dict[tuple[str, str], tuple[int, int, int]]) -> bool:
+    """Whether the entry fits In Quota along its chain in every pool it runs in."""
+    g, c, m = e.req
+    q = e.w.quota
+    for pool, count in e.pool_counts.items():
+        r = rooms.get((q, pool))
+        if r is None:
+            r = rooms[(q, pool)] = _room(state, q, pool)
+        # as fits_min: CPU and memory only when the entry holds some
+        if g * count > r[0] or (c and c * count > r[1]) or (m and m * count > r[2]):
+            return False
+    return True
+
+
+def _room(state: State, quota: str, pool: str) -> tuple[int, int, int]:
+    """In-Quota room left along a quota's chain in a pool."""
+    tree = state.tree
+    rg = rc = rm = BIG
+    for a in tree.chain[quota]:
+        limit = tree.mins[a].get(pool)
+        u = state.used(state.inq, a, pool)
+        if limit is None:
+            rg = min(rg, -u[0])
+            continue
+        rg = min(rg, limit[0] - u[0])
+        if limit[1]:
+            rc = min(rc, limit[1] - u[1])
+        if limit[2]:
+            rm = min(rm, limit[2] - u[2])
+    return (rg, rc, rm)
 
 
 def _binding(tree: QuotaTree, totals: dict[str, dict[str, Row]]) -> set[str]:
@@ -335,5 +495,7 @@ def _binding(tree: QuotaTree, totals: dict[str, dict[str, Row]]) -> set[str]:
 
 
 def classify(snapshot: Snapshot) -> dict[str, bool]:
-    """Label every running workload of a snapshot: True = In Quota."""
-    return classify_entries(State(snapshot))
+    """Label every running workload of a snapshot as the cycle's step 3 does: True = In Quota."""
+    state = State(snapshot)
+    label_running(state)
+    return {name: e.in_quota for name, e in state.entries.items()}

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final
 
 from .admission import (
     Shares,
     demand,
+    describe_max_block,
     describe_quota_block,
     entitlement_gap,
     fair_shares,
@@ -19,15 +21,16 @@ from .admission import (
     scope_key,
     waiting_demand,
 )
-from .classify import reclassify, relabel_entries
-from .placement import Choice, explain_no_fit, place_replicas
-from .preemption import KINDS, Attempt, search
+from .classify import label_running, settle
+from .placement import Choice, explain_no_fit, find_node, place_replicas
+from .preemption import KINDS, Attempt, PreemptionKind, search
 from .queueing import queue_order, rank_order
-from .snapshot import State
+from .snapshot import Entry, State
 from .tree import fmt_gpu, quota_label
 from .types import (
     Admission,
     CycleResult,
+    Demotion,
     Pending,
     Placement,
     Preemption,
@@ -36,6 +39,14 @@ from .types import (
 )
 
 MAX_ROUNDS: Final = 4  # admission rounds per cycle; later rounds only retry victims and displaced
+# The stages of an admission attempt. IN_QUOTA: In Quota, reclaiming borrowed capacity if
+# need be, and for a workload that may not borrow, evicting by child-level or priority
+# preemption too. BORROW: idle capacity, with fair-share reclaim among borrowers. EVICT: In
+# Quota by child-level or priority preemption, for a borrower that found no idle capacity: a
+# workload that may run on idle capacity takes it rather than evict an In-Quota incumbent.
+IN_QUOTA: Final = 0
+BORROW: Final = 1
+EVICT: Final = 2
 
 
 class Outcome:
@@ -87,13 +98,15 @@ class Cycle:
             self.shares[key] = got
         return got
 
-    def attempt(self, w: Workload, count: int, borrow: bool) -> Outcome:
-        """Try to start count replicas of w: In Quota (borrow=False) or borrowed (borrow=True).
+    def attempt(self, w: Workload, count: int, stage: int) -> Outcome:
+        """Try to start count replicas of w: In Quota (IN_QUOTA, EVICT) or borrowed (BORROW).
 
-        Every In-Quota attempt of the cycle runs before any borrowing, so a borrower never
+        Every In-Quota attempt of a round runs before any borrowing, so a borrower never
         takes idle capacity that a workload entitled to it wanted in the same cycle (it would
-        be reclaimed from the borrower in the next one).
+        be reclaimed from the borrower in the next one). A failed attempt's reason is the
+        state's as it is now, when the workload is tried.
         """
+        borrow = stage == BORROW
         state = self.state
         pools = pool_order(state, w)
         if not pools:
@@ -111,12 +124,8 @@ class Cycle:
                 if gap is not None:
                     reasons.append(self._quota_reason(w, pool, count, gap))
                     continue
-                mgap = max_gap(state, w, pool, count)
-                if mgap is not None:
-                    reasons.append(
-                        f"{quota_label(mgap[0])} would go over its max of {fmt_gpu(mgap[1])} GPUs "
-                        f"in pool {pool}"
-                    )
+                if max_gap(state, w, pool, count) is not None:
+                    reasons.append(self._quota_reason(w, pool, count, None))
                     continue
                 placed = place_replicas(state, w, count, True, [pool])
                 if placed is not None:
@@ -127,6 +136,8 @@ class Cycle:
             need = demand(w, count)[0]
             for pool in pools:
                 if idle_gpu(state, w.quota, pool) < need or max_gap(state, w, pool, count):
+                    gap = entitlement_gap(state, w, pool, count)
+                    reasons.append(self._quota_reason(w, pool, count, gap))
                     continue
                 if self.enforce_shares and need:
                     shares, _ = self.shares_for(w.quota, pool)
@@ -146,8 +157,17 @@ class Cycle:
         # Preemption, in DESIGN's order; each kind restores the state when it cannot help.
         # In Quota, only reclaim, child-level and priority preemption (the preemptor ends up
         # In Quota); borrowing, only fair-share reclaim, which is between borrowers.
-        kinds = [k for k in KINDS if (k.reason == "fair_share") == borrow]
-        sig = (self.epoch, borrow, w.quota, w.kind, w.idle, count, w.pools, w.priority)
+        if (
+            stage == IN_QUOTA
+            and may_borrow(w)
+            and _may_evict(state, w, pools)
+            and not self._could_borrow(w, count, pools)
+        ):
+            # No idle capacity for it to take instead: it evicts now, in rank order, before
+            # a workload ranking behind it takes the place it would evict for.
+            stage = EVICT
+        kinds = _kinds(w, stage)
+        sig = (self.epoch, stage, w.quota, w.kind, w.idle, count, w.pools, w.priority)
         req = (w.request.gpu, w.request.cpu, w.request.memory)
         failed = self.failures.setdefault(sig, [])
         if any(f[0] <= req[0] and f[1] <= req[1] and f[2] <= req[2] for f in failed):
@@ -172,12 +192,33 @@ class Cycle:
                     # cycle: its victims must never have been evicted for nothing.
                     state.shield(w.name)
                     self.evicted.append(v.w)
+                    reason, about = victim_reason(kind, v, w)
                     self.preempted.append(
-                        Preemption(v.w.name, w.name, kind.reason, state.work_lost(v))
+                        Preemption(v.w.name, w.name, reason, state.work_lost(v), about)
                     )
                 return Outcome(placed, label)
         failed.append(req)
         return Outcome(reason=_first(reasons), fair_blocked=fair_blocked)
+
+    def _could_borrow(self, w: Workload, count: int, pools: Sequence[str]) -> bool:
+        """Whether w could start borrowed now (idle capacity, max and a node for every
+        replica; fair shares aside): for one replica a look at the nodes, for a gang a
+        trial placement, undone."""
+        state = self.state
+        need = demand(w, count)[0]
+        req = (w.request.gpu, w.request.cpu, w.request.memory)
+        e = state.entries.get(w.name)
+        keep = len(e.placements) if e is not None else 0
+        for pool in pools:
+            if idle_gpu(state, w.quota, pool) < need or max_gap(state, w, pool, count):
+                continue
+            if count == 1:
+                if find_node(state, req, [pool], False, w.name) is not None:
+                    return True
+            elif place_replicas(state, w, count, False, [pool]) is not None:
+                state.drop_new_replicas(w, keep)
+                return True
+        return False
 
     def _displace(self, v: Workload, by: Workload) -> None:
         """Withdraw the admission of v, started this cycle, whose place `by` takes.
@@ -185,10 +226,21 @@ class Cycle:
         The next cycle would evict v for `by` by the very same rules; doing it now costs no
         work and no eviction, and v is retried in the next round of this cycle.
         """
-        self.state.fresh.discard(v.name)
+        state = self.state
+        state.fresh.discard(v.name)
         self.new.pop(v.name, None)
         self.displaced.append(v)
         self.waiting[v.name] = Outcome(reason=f"{by.name} took its place in this cycle")
+        if v.name in state.shielded:
+            # v evicted someone to start In Quota, and `by`, of its quota, of higher priority
+            # and In Quota there too, takes that place now: v's victims are by's (taken for
+            # the same place by the same kind: lower priority, borrowed capacity of that
+            # quota, or its children's), and by keeps it.
+            state.shielded.discard(v.name)
+            self.preempted = [
+                replace(p, by=by.name) if p.by == v.name else p for p in self.preempted
+            ]
+            state.shield(by.name)
 
     def withdraw_out_of_quota(self) -> bool:
         """Withdraw this cycle's admissions that may only run In Quota and were labelled Not
@@ -213,16 +265,29 @@ class Cycle:
             out = True
         return out
 
-    def _quota_reason(self, w: Workload, pool: str, count: int, gap: tuple[str, int, int]) -> str:
-        """A sentence for a workload that cannot run In Quota in a pool."""
-        head = describe_quota_block(self.state, w, pool, count, gap)
+    def _quota_reason(
+        self, w: Workload, pool: str, count: int, gap: tuple[str, int, int] | None
+    ) -> str:
+        """A sentence for a workload the quotas keep out of a pool, from the state as it is
+        now: the min that keeps it from running In Quota (gap), and what keeps it from
+        borrowing (a max, named with its numbers, or the idle capacity left)."""
+        state = self.state
+        capped = describe_max_block(state, w, pool, count)
+        blocked = None if capped is None else capped[0]
+        if capped is not None and (gap is None or capped[1]):
+            return capped[0]
+        if gap is None:
+            return explain_no_fit(state, w)
+        head = describe_quota_block(state, w, pool, count, gap)
         if w.kind == "inference":
             return f"{head}, and inference services never borrow idle capacity"
         if w.kind == "interactive":
             return f"{head}, and interactive instances never borrow idle capacity"
         if w.idle == "none":
             return f"{head}, and idle borrowing is off for this job"
-        idle = idle_gpu(self.state, w.quota, pool)
+        if blocked is not None:
+            return f"{head}, and {blocked}"
+        idle = idle_gpu(state, w.quota, pool)
         need = demand(w, count)[0]
         return (
             f"{head}, and only {fmt_gpu(idle)} idle GPUs can be borrowed there "
@@ -233,6 +298,37 @@ class Cycle:
 def _first(reasons: list[str]) -> str:
     """The most telling reason: the first one recorded."""
     return reasons[0] if reasons else "it cannot be placed"
+
+
+def _kinds(w: Workload, stage: int) -> list[PreemptionKind]:
+    """The kinds of preemption an attempt at this stage may use."""
+    if stage == BORROW:
+        return [k for k in KINDS if k.reason == "fair_share"]
+    if stage == IN_QUOTA and may_borrow(w):
+        return [k for k in KINDS if k.reason == "reclaim"]
+    return [k for k in KINDS if k.reason != "fair_share"]
+
+
+def _may_evict(state: State, w: Workload, pools: Sequence[str]) -> bool:
+    """Whether child-level or priority preemption could help w at all (their cheap tests)."""
+    for kind in KINDS:
+        if kind.reason in ("child_preemption", "priority"):
+            for pool in pools:
+                if kind.applies(Attempt(state, w, pool, 1)):
+                    return True
+    return False
+
+
+def victim_reason(kind: PreemptionKind, v: Entry, by: Workload) -> tuple[str, str]:
+    """The reason a victim's message gives, and the quota it names: the kind that really
+    took it. A Not-in-Quota victim of reclaim (or fair-share reclaim) that lost its In-Quota
+    label to a smaller min or to child-level preemption was taken by that; only one that
+    borrowed ran on capacity borrowed from the reclaiming quota."""
+    if not v.in_quota and kind.reason in ("reclaim", "fair_share"):
+        if v.why in ("min", "child_preemption"):
+            return v.why, v.why_quota
+        return kind.reason, by.quota if kind.reason == "reclaim" else ""
+    return kind.reason, by.quota
 
 
 def run_cycle(snapshot: Snapshot) -> CycleResult:
@@ -254,37 +350,46 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     # 2. Snapshot: the mutable working state (validates the input).
     state = State(snapshot)
     queue = queue_order(state.tree, snapshot.workloads)
-    # 3. Classify the running set by the central rule.
-    labels = relabel_entries(state)
+    # 3. Classify the running set: the labels it comes with, by the central rule.
+    demoted = label_running(state)
     cycle = Cycle(state)
     # 4-6. Admit, place and preempt, one workload at a time in queue order, in rounds: a
     # round's victims and displaced admissions are retried in the next one, and so is every
-    # workload still waiting once the round's admissions changed a running workload's label
-    # (an In-Quota newcomer ranking ahead of it pushes it Not in Quota, where reclaim may
-    # take it), so what is left waiting at the end would wait in the next cycle too.
+    # workload still waiting once a label changed after the round's admissions (a parent's
+    # own admission turned its children's Not in Quota, where reclaim may take them, or room
+    # came back), so what is left waiting at the end would wait in the next cycle too.
     todo = queue
     victims: dict[str, Workload] = {}  # victims as pending again: they restart from scratch
     for _ in range(MAX_ROUNDS):
         cycle.evicted.clear()
         cycle.displaced.clear()
         _round(cycle, todo)
-        labels, relabelled = reclassify(state, labels)
+        more, relabelled = settle(state)
+        demoted.extend(more)
         if relabelled:
             cycle.epoch += 1  # new labels: searches that failed may succeed now
             if cycle.withdraw_out_of_quota():
-                labels, _ = reclassify(state, labels)
+                demoted.extend(settle(state)[0])
         if not cycle.evicted and not cycle.displaced and not (relabelled and cycle.waiting):
             break
         for v in cycle.evicted:
-            victims[v.name] = replace(v, running=(), started_at=None, last_checkpoint_at=None)
+            victims[v.name] = replace(
+                v, running=(), started_at=None, last_checkpoint_at=None, in_quota=None
+            )
         again = [w for w in queue if w.name in cycle.waiting]
         again.extend(v for v in victims.values() if v.name not in state.entries)
         todo = queue_order(state.tree, again)
     new = cycle.new
     waiting = cycle.waiting
-    # 7. Result: the final running set's labels (the last round's), and why every workload
-    # left is waiting.
-    classification = labels.of_all(state)
+    # 7. Result: the final running set's labels, who lost the In-Quota label and why, and
+    # why every workload left is waiting.
+    entries = state.entries
+    classification = {name: e.in_quota for name, e in entries.items()}
+    lost: dict[str, Demotion] = {}
+    for d in demoted:
+        e = entries.get(d.workload)
+        if e is not None and not e.in_quota:
+            lost[d.workload] = d
     admitted = tuple(
         Admission(name, classification.get(name, False), tuple(pl))
         for name, pl in new.items()
@@ -308,15 +413,23 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
         "preempted": len(cycle.preempted),
         "pending": len(pending),
     }
-    return CycleResult(admitted, tuple(cycle.preempted), classification, tuple(pending), stats)
+    return CycleResult(
+        admitted,
+        tuple(cycle.preempted),
+        classification,
+        tuple(pending),
+        stats,
+        tuple(lost.values()),
+    )
 
 
 def _round(cycle: Cycle, todo: list[Workload]) -> None:
     """One pass of admissions: everything In Quota first, then borrowers on idle capacity."""
     waiting = cycle.waiting
     state = cycle.state
-    for w in rank_order(state.tree, todo, state.now):
-        out = _admit(cycle, w, False)
+    ranked = rank_order(state.tree, todo, state.now)
+    for w in ranked:
+        out = _admit(cycle, w, IN_QUOTA)
         if out is None:
             waiting.pop(w.name, None)
         else:
@@ -333,9 +446,14 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
     cycle.enforce_shares = False
     over: set[str] = set()  # pools where a quota now borrows beyond its share
     for w in blocked:
-        if w.name in waiting and _admit(cycle, w, True) is None:
+        if w.name not in waiting:
+            continue
+        out = _admit(cycle, w, BORROW)
+        if out is None:
             waiting.pop(w.name, None)
             over.update(state.nodes[p.node].pool for p in cycle.new[w.name])
+        else:
+            waiting[w.name] = _merge(waiting[w.name], out)
     cycle.enforce_shares = True
     if over:
         # A quota now borrows beyond its fair share, so its borrowers are fair-share victims
@@ -351,6 +469,17 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
                 if w.name in waiting and w.name not in skip and any(p in over for p in w.pools)
             ],
         )
+    # Borrowers that found no idle capacity may still start In Quota by evicting someone of
+    # lower rank (child-level or priority preemption). A failed search changes nothing, so
+    # the reason stays the one their borrowing attempt gave.
+    for w in ranked:
+        if (
+            w.name in waiting
+            and may_borrow(w)
+            and w.idle != "idle_only"
+            and _admit(cycle, w, EVICT) is None
+        ):
+            waiting.pop(w.name, None)
 
 
 def _borrow(cycle: Cycle, borrowers: list[Workload]) -> list[Workload]:
@@ -361,7 +490,7 @@ def _borrow(cycle: Cycle, borrowers: list[Workload]) -> list[Workload]:
         first = waiting.get(w.name)
         if first is None:
             continue
-        out = _admit(cycle, w, True)
+        out = _admit(cycle, w, BORROW)
         if out is None:
             waiting.pop(w.name, None)
             continue
@@ -372,13 +501,12 @@ def _borrow(cycle: Cycle, borrowers: list[Workload]) -> list[Workload]:
 
 
 def _merge(first: Outcome, second: Outcome) -> Outcome:
-    """The In-Quota and the borrowing outcome of one workload, the telling reason first."""
-    if second.fair_blocked or not first.reason:
-        return second
-    return first
+    """The outcome of a workload's last attempt, unless it gave no reason: its sentence
+    names the state as it was when the workload was last tried."""
+    return second if second.reason else first
 
 
-def _admit(cycle: Cycle, w: Workload, borrow: bool) -> Outcome | None:
+def _admit(cycle: Cycle, w: Workload, stage: int) -> Outcome | None:
     """Admit what fits of w; None when it is fully running, else the failed outcome."""
     state = cycle.state
     e = state.entries.get(w.name)
@@ -387,22 +515,29 @@ def _admit(cycle: Cycle, w: Workload, borrow: bool) -> Outcome | None:
     if missing <= 0:
         return None
     if w.is_gang:
-        out = cycle.attempt(w, missing, borrow)
+        out = cycle.attempt(w, missing, stage)
         if out.placed is None:
             return out
-        _record(state, w, out.placed, cycle.new)
+        _record(state, w, out, cycle.new)
         return None
     for _ in range(missing):
-        out = cycle.attempt(w, 1, borrow)
+        out = cycle.attempt(w, 1, stage)
         if out.placed is None:
             return out
-        _record(state, w, out.placed, cycle.new)
+        _record(state, w, out, cycle.new)
     return None
 
 
-def _record(
-    state: State, w: Workload, placed: list[Choice], new: dict[str, list[Placement]]
-) -> None:
-    """Remember the new placements of w for the result (the last ones of its entry)."""
+def _record(state: State, w: Workload, out: Outcome, new: dict[str, list[Placement]]) -> None:
+    """Remember the new placements of w for the result (the last ones of its entry).
+
+    A workload running Not in Quota (a service) that starts a replica In Quota turns In
+    Quota as a whole: its entitlement counted the replicas it runs (admission.outside).
+    """
+    assert out.placed is not None
+    e = state.entries[w.name]
+    if out.in_quota and not e.in_quota:
+        state.flip(e)
+        state.drop_victim_caches()
     state.fresh.add(w.name)
-    new.setdefault(w.name, []).extend(state.entries[w.name].placements[-len(placed) :])
+    new.setdefault(w.name, []).extend(e.placements[-len(out.placed) :])

@@ -155,6 +155,11 @@ def _workload(w: Any, where: str) -> Workload:
         raise ScenarioError(f"{where}: a pending workload has no nodes")
     started = w.get("started_at")
     ckpt = w.get("last_checkpoint_at")
+    label = w.get("in_quota")
+    if label is not None and not isinstance(label, bool):
+        raise ScenarioError(f"{where}: in_quota must be true, false or absent")
+    if label is not None and state != "running":
+        raise ScenarioError(f"{where}: only a running workload has an In Quota label")
     return Workload(
         name=name,
         quota=_str(w, "quota", where),
@@ -172,6 +177,7 @@ def _workload(w: Any, where: str) -> Workload:
         submitted_at=_num(w, "submitted_at", where, 0),
         started_at=None if started is None else _num(w, "started_at", where),
         last_checkpoint_at=None if ckpt is None else _num(w, "last_checkpoint_at", where),
+        in_quota=label,
     )
 
 
@@ -192,6 +198,7 @@ def render_result(result: CycleResult) -> dict[str, Any]:
                 "workload": p.workload,
                 "by": p.by,
                 "reason": p.reason,
+                "quota": p.quota,
                 "work_lost_gpu_seconds": round(p.work_lost_gpu_seconds, 3),
             }
             for p in result.preempted
@@ -201,4 +208,8 @@ def render_result(result: CycleResult) -> dict[str, Any]:
             for name, ok in sorted(result.classification.items())
         },
         "pending": [{"workload": p.workload, "reason": p.reason} for p in result.pending],
+        "demoted": [
+            {"workload": d.workload, "by": d.by, "reason": d.reason, "quota": d.quota}
+            for d in result.demoted
+        ],
     }

@@ -118,6 +118,8 @@ class Entry:
         "req",
         "key",
         "okey",
+        "why",
+        "why_quota",
     )
 
     def __init__(self, w: Workload, placements: list[Placement], in_quota: bool) -> None:
@@ -131,6 +133,11 @@ class Entry:
         self.key: tuple[int, bool, float, float, str] | None = None
         # classification order key (see classify.rank), set when a walk needs the order
         self.okey: tuple[bool, int, float, float, str] | None = None
+        # why a Not-in-Quota entry is Not in Quota, the reason its eviction will give:
+        # "reclaim" (it borrows), "min" or "child_preemption" (it lost its In-Quota label),
+        # and the quota that reason names (see classify)
+        self.why = ""
+        self.why_quota = ""
 
 
 class State:
@@ -172,9 +179,6 @@ class State:
         self.inq: dict[tuple[str, str], list[int]] = {}
         self.direct_inq: dict[tuple[str, str], list[int]] = {}
         self.borrowed: dict[tuple[str, str], int] = {}
-        # direct In-Quota usage split by rank class (priority, preemptible), so admission can
-        # tell how much of it ranks behind a newcomer (see admission.behind)
-        self.direct_cls: dict[tuple[str, str], dict[tuple[int, bool], list[int]]] = {}
         self.pool_used: dict[str, list[int]] = {p: [0, 0, 0] for p in self.pools}
         self.entries: dict[str, Entry] = {}
         # the running entries per submission quota, and per quota and pool the usage of
@@ -185,6 +189,9 @@ class State:
         # Not-in-Quota ones among them, so victim searches never scan the whole running set
         self.train_at: dict[tuple[str, str], dict[str, Entry]] = {}
         self.niq_at: dict[tuple[str, str], dict[str, Entry]] = {}
+        # per submission quota, the Not-in-Quota entries that may become In Quota (all but
+        # idle_only), so the search for ones whose quota has room never scans the running set
+        self.upgradable: dict[str, dict[str, Entry]] = {q: {} for q in self.tree.quotas}
         # victim groups sorted by preference, built on first use (see preemption.base)
         self.victim_cache: dict[tuple[str, str, bool], list[Entry]] = {}
         self.bound_cache: dict[tuple[str, str, int], int] = {}
@@ -200,14 +207,16 @@ class State:
         # withdrawn and it waits again), unless it already evicted someone (shielded)
         self.fresh: set[str] = set()
         self.shielded: set[str] = set()
-        # what changed since the last classification, so the next one relabels only the
-        # subtrees that really changed (see classify.reclassify): the quotas whose entries
-        # came or went, each with the entries it held then, and the entries that gained or
-        # lost replicas, each with its replica count then
-        self.changed: dict[str, dict[str, Entry]] = {}
-        self.resized: dict[str, tuple[Entry, int]] = {}
-        # each walked quota's entries in classification order, as its last walk sorted them
+        # each walked quota's In-Quota entries in classification order, as its last walk
+        # sorted them (see classify)
         self.walk_order: dict[str, list[Entry]] = {}
+        # each quota's upgradable entries in that order, as the last upgrade sorted them
+        self.up_order: dict[str, list[Entry]] = {}
+        # how often In-Quota usage was given back (an entry removed or relabelled Not in
+        # Quota): while it stands, no Not-in-Quota entry can have found room since the last
+        # look (see classify.upgrade)
+        self.inq_freed = 0
+        self.upgrade_seen = -1
         self.workloads: dict[str, Workload] = {}
         for w in snap.workloads:
             if w.name in self.workloads:
@@ -275,6 +284,13 @@ class State:
                     if by is not None:
                         by.pop(w.name, None)
         claims = self.claims[w.quota] if w.idle != "idle_only" else None
+        if claims is not None:
+            if sign < 0:
+                self.upgradable[w.quota].pop(w.name, None)
+            elif not e.in_quota:
+                self.upgradable[w.quota][w.name] = e
+        if sign < 0 and e.in_quota:
+            self.inq_freed += 1
         for pool, count in counts.items():
             dg, dc, dm = sign * g * count, sign * c * count, sign * m * count
             add_row(self.pool_used[pool], dg, dc, dm)
@@ -291,7 +307,6 @@ class State:
                 if u is None:
                     u = self.direct_inq[key] = [0, 0, 0]
                 add_row(u, dg, dc, dm)
-                self._account_cls(w, pool, dg, dc, dm)
             else:
                 self.borrowed[key] = self.borrowed.get(key, 0) + dg
 
@@ -312,21 +327,21 @@ class State:
             add_row(u, dg, dc, dm)
 
     def relabel(self, labels: dict[str, bool]) -> None:
-        """Apply a whole classification at once, rebuilding the In-Quota tables in one pass.
+        """Apply a whole classification at once, rebuilding the label tables in one pass.
 
-        labels holds the entries the classification walked; every other one is In Quota
-        unless idle_only (no quota above it can bind).
+        labels holds every entry's label (an entry it omits is In Quota unless idle_only).
         """
-        self.direct_cls.clear()
         self.borrowed.clear()
         self.niq_at.clear()
         self.drop_victim_caches()
-        direct_cls = self.direct_cls
+        own: dict[tuple[str, str], list[int]] = {}
         # quota by quota, so the per-entry tables are keyed by pool name alone
         for quota, entries in self.by_quota.items():
+            upgradable = self.upgradable[quota]
+            upgradable.clear()
             if not entries:
                 continue
-            classes: dict[str, dict[tuple[int, bool], list[int]]] = {}
+            inq: dict[str, list[int]] = {}
             lent: dict[str, int] = {}
             niq: dict[str, dict[str, Entry]] = {}
             for name, e in entries.items():
@@ -338,6 +353,8 @@ class State:
                 e.key = None
                 g, c, m = e.req
                 if not ok:
+                    if w.idle != "idle_only":
+                        upgradable[name] = e
                     for pool, count in e.pool_counts.items():
                         lent[pool] = lent.get(pool, 0) + g * count
                         if w.kind == "training":
@@ -347,40 +364,31 @@ class State:
                             else:
                                 by[name] = e
                     continue
-                cls = (w.priority, w.kind == "training")
                 for pool, count in e.pool_counts.items():
-                    row = classes.get(pool)
-                    if row is None:
-                        row = classes[pool] = {}
-                    u = row.get(cls)
+                    u = inq.get(pool)
                     if u is None:
-                        row[cls] = [g * count, c * count, m * count]
+                        inq[pool] = [g * count, c * count, m * count]
                     else:
                         add_row(u, g * count, c * count, m * count)
-            for pool, row in classes.items():
-                direct_cls[(quota, pool)] = row
+            for pool, u in inq.items():
+                own[(quota, pool)] = u
             for pool, gpu in lent.items():
                 self.borrowed[(quota, pool)] = gpu
             for pool, by in niq.items():
                 self.niq_at[(quota, pool)] = by
-        # the In-Quota usage submitted directly to each quota is the sum of its classes,
-        # and the subtree usage that of the quota and its descendants
-        own: dict[tuple[str, str], list[int]] = {}
-        inq: dict[tuple[str, str], list[int]] = {}
+        # the subtree usage is that of the quota and its descendants
+        inq_all: dict[tuple[str, str], list[int]] = {}
         chains = self.tree.chain
-        for (quota, pool), by_cls in direct_cls.items():
-            t = [0, 0, 0]
-            for u in by_cls.values():
-                add_row(t, u[0], u[1], u[2])
-            own[(quota, pool)] = t
+        for (quota, pool), t in own.items():
             for a in chains[quota]:
-                u = inq.get((a, pool))
+                u = inq_all.get((a, pool))
                 if u is None:
-                    inq[(a, pool)] = list(t)
+                    inq_all[(a, pool)] = list(t)
                 else:
                     add_row(u, t[0], t[1], t[2])
         self.direct_inq = own
-        self.inq = inq
+        self.inq = inq_all
+        self.inq_freed += 1
 
     def flip(self, e: Entry) -> None:
         """Give a running entry the other label, moving its usage between the In-Quota and
@@ -389,6 +397,8 @@ class State:
         self._account(e, -1)
         e.in_quota = not e.in_quota
         e.key = None
+        if e.in_quota:
+            e.why = e.why_quota = ""
         self._account(e, 1)
 
     def drop_victim_caches(self) -> None:
@@ -400,32 +410,11 @@ class State:
         self.windows.clear()
         self.window_groups.clear()
 
-    def _account_cls(self, w: Workload, pool: str, dg: int, dc: int, dm: int) -> None:
-        """Add In-Quota usage submitted directly to w's quota to its rank-class row."""
-        row = self.direct_cls.setdefault((w.quota, pool), {})
-        cls = (w.priority, w.preemptible)
-        u = row.get(cls)
-        if u is None:
-            row[cls] = [dg, dc, dm]
-        else:
-            add_row(u, dg, dc, dm)
-
     # --- simulation: remove and restore -------------------------------------------------
-
-    def _changing(self, quota: str) -> None:
-        """Remember a quota's entries at the last classification, before they first change."""
-        if quota not in self.changed:
-            self.changed[quota] = dict(self.by_quota[quota])
-
-    def _resizing(self, e: Entry) -> None:
-        """Remember an entry's replica count at the last classification, before it changes."""
-        if e.w.name not in self.resized:
-            self.resized[e.w.name] = (e, len(e.placements))
 
     def remove(self, name: str) -> Entry:
         """Take a running workload out of the state (freeing its devices); see restore()."""
         e = self.entries.pop(name)
-        self._changing(e.w.quota)
         del self.by_quota[e.w.quota][name]
         self._account(e, -1)
         req = e.req
@@ -436,7 +425,6 @@ class State:
 
     def restore(self, e: Entry) -> None:
         """Put back an entry taken out by remove()."""
-        self._changing(e.w.quota)
         req = e.req
         for p in e.placements:
             self._take(self.nodes[p.node], req, p.devices, e.w.name)
@@ -450,12 +438,11 @@ class State:
         e = self.entries.get(w.name)
         created = e is None
         if e is None:
-            self._changing(w.quota)
             e = Entry(w, [], in_quota)
             self.entries[w.name] = e
             self.by_quota[w.quota][w.name] = e
-        else:
-            self._resizing(e)
+            if not in_quota:
+                e.why = "reclaim"  # admitted borrowed
         ns = self.nodes[node]
         self._take(ns, e.req, devices, w.name)
         e.placements.append(Placement(node, devices))
@@ -539,7 +526,6 @@ class State:
         e = self.entries.get(w.name)
         if e is None:
             return
-        self._resizing(e)
         self.touch(e)
         self._account(e, -1)
         while len(e.placements) > keep:
@@ -552,7 +538,6 @@ class State:
         if e.placements:
             self._account(e, 1)
         else:
-            self._changing(w.quota)
             del self.entries[w.name]
             del self.by_quota[w.quota][w.name]
 

@@ -12,7 +12,10 @@ KINDS = ("training", "inference", "interactive")
 IDLE_POLICIES = ("none", "acceptable", "idle_only")
 QUEUE_STRATEGIES = ("priority", "fifo")
 IDLE_SCOPES = ("tree", "pool")
-REASONS = ("reclaim", "child_preemption", "priority", "fair_share")
+# Why a victim was evicted: reclaim (it ran on borrowed capacity), child-level preemption,
+# priority within a quota, fair-share reclaim among borrowers, or a smaller min (it ran Not in
+# Quota because its quota's min no longer covered it, and the capacity was taken back).
+REASONS = ("reclaim", "child_preemption", "priority", "fair_share", "min")
 
 
 class ScenarioError(ValueError):
@@ -91,6 +94,9 @@ class Workload:
     submitted_at: float = 0
     started_at: float | None = None
     last_checkpoint_at: float | None = None
+    # the running workload's current label (True = In Quota); None when unknown, and then
+    # inferred in start order (see classify)
+    in_quota: bool | None = None
 
     @property
     def preemptible(self) -> bool:
@@ -125,12 +131,33 @@ class Admission:
 
 @dataclass(frozen=True, slots=True)
 class Preemption:
-    """A victim, the workload it made room for and the kind of preemption."""
+    """A victim, the workload it made room for and the kind of preemption that took it.
+
+    `quota` names the quota the reason is about: the lender whose capacity a reclaimed
+    borrower ran on, the parent of a child-level preemption, the quota of a priority
+    preemption, or the quota whose smaller min left the victim Not in Quota.
+    """
 
     workload: str
     by: str
     reason: str
     work_lost_gpu_seconds: float = 0.0
+    quota: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Demotion:
+    """A running workload that lost its In-Quota label this cycle, and why.
+
+    reason is "min" (a smaller min: `by` is empty) or "child_preemption" (`by` is the
+    parent's own workload that took its place); `quota` is the quota whose min no longer
+    covers it.
+    """
+
+    workload: str
+    by: str
+    reason: str
+    quota: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,10 +170,12 @@ class Pending:
 
 @dataclass(frozen=True, slots=True)
 class CycleResult:
-    """The cycle's decisions; classification covers every workload running after the cycle."""
+    """The cycle's decisions; classification covers every workload running after the cycle,
+    and demoted names every one of them that was In Quota and is not any more."""
 
     admitted: tuple[Admission, ...]
     preempted: tuple[Preemption, ...]
     classification: Mapping[str, bool]
     pending: tuple[Pending, ...]
     stats: Mapping[str, int] = field(default_factory=dict)
+    demoted: tuple[Demotion, ...] = ()

@@ -23,11 +23,13 @@ from jobs.services.pods import pods_end
 from jobs.visibility import placement_data
 from jobs.wakeup import request_sync
 
+# {quota} is the quota the core names with the reason (Preemption.quota)
 REASON_TEXT = {
-    "reclaim": "its owner reclaimed borrowed capacity",
-    "child_preemption": "child-level preemption by the parent quota",
-    "priority": "a higher-priority job in the same quota",
+    "reclaim": "reclaimed: it ran on capacity borrowed from {quota}",
+    "child_preemption": "child-level preemption by the parent {quota}",
+    "priority": "a higher-priority job in {quota}",
     "fair_share": "fair-share reclaim among borrowers",
+    "min": "{quota}'s smaller min left it Not in Quota",
 }
 
 
@@ -76,7 +78,9 @@ def _preempt(p: Preemption, rows: dict[str, Workload], now: datetime, backend: B
     victim = rows[p.workload]
     preemptor = rows.get(p.by)
     by = preemptor.name if preemptor else p.by
-    why = REASON_TEXT.get(p.reason, p.reason)
+    about = p.quota or victim.quota.name
+    about = about if about.lower().startswith("quota") else f"Quota {about}"
+    why = REASON_TEXT.get(p.reason, p.reason).format(quota=about)
     pods_end(
         victim.live_pods,  # type: ignore[attr-defined]
         status=PodStatus.PREEMPTED,

@@ -77,6 +77,9 @@ def test_borrowed_job_is_preempted_requeued_and_resumes_from_checkpoint(
     assert _pod_statuses(borrowed) == [PodStatus.PREEMPTED] * 5
     event = borrowed.events.get(kind=EventKind.PREEMPTED)
     assert event.data["by"] == "chat-api" and event.data["reason"] == "reclaim"
+    assert event.message.startswith(
+        "Preempted by chat-api: reclaimed: it ran on capacity borrowed from Quota 1."
+    )
     lost = event.data["work_lost_gpu_seconds"]
     assert lost == pytest.approx(40 * 300, rel=0.01)  # five minutes on 40 GPUs
     assert borrowed.progress == pytest.approx(at_preemption - lost)
@@ -91,6 +94,32 @@ def test_borrowed_job_is_preempted_requeued_and_resumes_from_checkpoint(
     tick(30)
     tick(4 * 3600)
     assert _refresh(borrowed).status == Status.SUCCEEDED
+
+
+def test_a_higher_priority_job_borrows_beside_an_in_quota_one_and_is_the_one_reclaimed(
+    bob, carol, submit, service, tick
+) -> None:
+    # Issue 13 through the database: the label is stored, and the core keeps it.
+    own = submit(bob, "own", replicas=6)  # Quota 1.1's 48 GPUs, idle policy none
+    tick(1)
+    hi = submit(bob, "hi", priority=9, idle_policy="acceptable")
+    tick(1)
+    assert _refresh(own).in_quota is True
+    assert _refresh(hi).in_quota is False
+    assert not _refresh(own).events.filter(kind=EventKind.ADMITTED, data__label=True).exists()
+    big = submit(carol, "big", replicas=9)  # 72 of Quota 1.2's 80: one node short
+    tick(1)
+    assert _refresh(big).status == Status.RUNNING and big.in_quota is True
+    # hi, the borrower, is the one reclaimed; waiting again with nothing idle, it then wins
+    # its quota's place by priority: each message names the kind that really took the job
+    event = _refresh(hi).events.get(kind=EventKind.PREEMPTED)
+    assert event.data["reason"] == "reclaim" and event.data["by"] == "big"
+    assert "reclaimed: it ran on capacity borrowed from Quota 1.2" in event.message
+    own, hi = _refresh(own), _refresh(hi)
+    assert hi.status == Status.RUNNING and hi.in_quota is True
+    event = own.events.get(kind=EventKind.PREEMPTED)
+    assert event.data["reason"] == "priority" and event.data["by"] == "hi"
+    assert "a higher-priority job in Quota 1.1" in event.message
 
 
 def test_crash_restarts_up_to_max_restarts_then_fails(bob, submit, tick, sim) -> None:

@@ -30,6 +30,7 @@ class WorkloadBuilder:
         self._submitted = 0.0
         self._started: float | None = None
         self._ckpt: float | None = None
+        self._label: bool | None = None
 
     def quota(self, q: str) -> WorkloadBuilder:
         self._quota = q
@@ -94,6 +95,11 @@ class WorkloadBuilder:
         self._ckpt = t
         return self
 
+    def labelled(self, in_quota: bool) -> WorkloadBuilder:
+        """The running workload's current label (unknown, so inferred, when not set)."""
+        self._label = in_quota
+        return self
+
     def build(self) -> Workload:
         return Workload(
             name=self._name,
@@ -108,6 +114,7 @@ class WorkloadBuilder:
             submitted_at=self._submitted,
             started_at=self._started,
             last_checkpoint_at=self._ckpt,
+            in_quota=self._label,
         )
 
 

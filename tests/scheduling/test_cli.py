@@ -102,13 +102,20 @@ def test_explain_prints_the_decisions_as_json(tmp_path: Path) -> None:
     out = explain(tmp_path, scenario())
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert set(data) == {"admitted", "preempted", "classification", "pending"}
+    assert set(data) == {"admitted", "preempted", "classification", "pending", "demoted"}
     assert data["admitted"][0]["workload"] == "w2"
     assert data["admitted"][0]["in_quota"] is True
     assert data["admitted"][0]["nodes"] == ["n3", "n1"]
     assert data["preempted"] == [
-        {"workload": "w1", "by": "w2", "reason": "reclaim", "work_lost_gpu_seconds": 1600.0}
+        {
+            "workload": "w1",
+            "by": "w2",
+            "reason": "reclaim",
+            "quota": "q1",
+            "work_lost_gpu_seconds": 1600.0,
+        }
     ]
+    assert data["demoted"] == []
     assert data["classification"] == {"w2": "in_quota", "w3": "in_quota"}
     assert data["pending"] == [
         {

@@ -55,8 +55,8 @@ def pushed_out_by_a_borrower_ranking_ahead() -> Snapshot:
     """Quota team (2 GPUs) is full: sub's job In Quota and team's own low-priority job.
 
     hi (priority 3, acceptable) cannot run In Quota, so it borrows; mid (priority 2, idle
-    none) fits In Quota by taking low's place. Ranked by priority, hi then takes team's 2
-    GPUs In Quota and pushes mid out of quota.
+    none) takes low's place by priority preemption. Before DESIGN §1's rule, hi then took
+    team's 2 GPUs In Quota by outranking mid and pushed mid out of quota; a label is kept now.
     """
     return snapshot(
         nodes(2, gpus=4),
@@ -76,8 +76,12 @@ def pushed_out_by_a_borrower_ranking_ahead() -> Snapshot:
 
 def test_an_idle_none_job_is_never_admitted_not_in_quota() -> None:
     first, second = two_cycles(pushed_out_by_a_borrower_ranking_ahead())
-    assert {a.workload: a.in_quota for a in first.admitted} == {"hi": True}
-    (pending,) = first.pending
-    assert pending.workload == "mid"
+    assert {a.workload: a.in_quota for a in first.admitted} == {"mid": True, "hi": False}
+    assert {p.workload: (p.by, p.reason) for p in first.preempted} == {"low": ("mid", "priority")}
+    assert not first.demoted
+    assert not first.pending  # low, evicted, was retried in the cycle and is shown next cycle
+    (pending,) = second.pending
+    assert pending.workload == "low"
     assert "idle borrowing is off for this job" in pending.reason
     assert not second.admitted and not second.preempted
+    assert dict(second.classification) == dict(first.classification)

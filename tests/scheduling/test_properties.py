@@ -93,6 +93,8 @@ def clusters(draw: st.DrawFn) -> Snapshot:
     first = Snapshot(100, nodes, tuple(quotas), tuple(workloads), scope)
     result = run_cycle(first)
     placed = {a.workload: a.placements for a in result.admitted}
+    # the labels the first cycle gave, as the database keeps them, or unknown (inferred)
+    labelled = draw(st.booleans())
     second = []
     for w in workloads:
         if w.name in placed:
@@ -102,6 +104,7 @@ def clusters(draw: st.DrawFn) -> Snapshot:
                     running=placed[w.name],
                     started_at=100 + int(w.name[1:]),
                     last_checkpoint_at=None,
+                    in_quota=result.classification[w.name] if labelled else None,
                 )
             )
     for i in range(draw(st.integers(1, 8))):
@@ -198,7 +201,7 @@ def test_every_victim_has_a_preemptor_that_was_placed(snap: Snapshot) -> None:
     for p in result.preempted:
         assert p.by in admitted
         assert kinds[p.workload] == "training"
-        assert p.reason in ("reclaim", "child_preemption", "priority", "fair_share")
+        assert p.reason in ("reclaim", "child_preemption", "priority", "fair_share", "min")
     pending = {p.workload for p in result.pending}
     assert not (pending & {p.workload for p in result.preempted})
 
@@ -305,6 +308,7 @@ def running_sets(draw: st.DrawFn) -> Snapshot:
         quotas.append(Quota(f"q{i}", parent, mins, child_preemption=draw(st.booleans())))
     free = {n.name: [4, n.cpu] for n in nodes}
     workloads = []
+    labelled = draw(st.booleans())
     for i in range(draw(st.integers(0, 24))):
         gpus = draw(st.sampled_from((0, 1, 2)))
         pools = tuple(draw(st.lists(st.sampled_from(POOLS), min_size=1, max_size=2, unique=True)))
@@ -338,46 +342,97 @@ def running_sets(draw: st.DrawFn) -> Snapshot:
                 running=tuple(running),
                 submitted_at=float(i),
                 started_at=float(draw(st.integers(0, 5))),
+                # the label the state holds, when known (any, as after a smaller min)
+                in_quota=draw(st.sampled_from((None, None, True, False))) if labelled else None,
             )
         )
     return Snapshot(100, tuple(nodes), tuple(quotas), tuple(workloads))
 
 
 def reference_labels(snap: Snapshot) -> dict[str, bool]:
-    """DESIGN's central rule read literally: walk each root's whole order and check every
-    quota of the chain in every pool before counting a workload In Quota."""
+    """DESIGN §1's central rule read literally, every quota of the chain checked in every pool:
+    1. a running workload keeps the label it has (idle_only is Not in Quota);
+    2. the unknown ones are labelled in start order, oldest first, In Quota when they fit;
+    3. under each topmost quota holding more In Quota than its min, the walk in DESIGN's
+       order keeps In Quota what fits and turns the rest Not in Quota;
+    4. then each Not-in-Quota one (but idle_only) whose chain has room turns In Quota, in
+       DESIGN's order."""
     state = State(snap)
-    direct: dict[str, list[Entry]] = {}
-    for e in state.entries.values():
-        e.okey = rank(e, snap.now)
-        direct.setdefault(e.w.quota, []).append(e)
-    for lst in direct.values():
-        lst.sort(key=order_key)
+    tree = state.tree
+    entries = sorted(state.entries.values(), key=lambda e: e.w.name)
+    zero = (0, 0, 0)
+
+    def adds(e: Entry) -> dict[str, list[int]]:
+        return {p: [x * n for x in e.req] for p, n in e.pool_counts.items()}
+
+    def fits(used: dict[tuple[str, str], list[int]], e: Entry, quotas: list[str]) -> bool:
+        return all(
+            within(used.get((a, p), [0, 0, 0]), add, tree.mins[a].get(p, zero), True)
+            for p, add in adds(e).items()
+            for a in quotas
+        )
+
+    def count(used: dict[tuple[str, str], list[int]], e: Entry, quotas: list[str]) -> None:
+        for p, add in adds(e).items():
+            for a in quotas:
+                u = used.setdefault((a, p), [0, 0, 0])
+                for i in range(3):
+                    u[i] += add[i]
+
+    def in_design_order(chosen: list[Entry], top: str) -> list[Entry]:
+        direct: dict[str, list[Entry]] = {}
+        for e in chosen:
+            e.okey = rank(e, snap.now)
+            direct.setdefault(e.w.quota, []).append(e)
+        for lst in direct.values():
+            lst.sort(key=order_key)
+        return list(subtree_order(tree, top, direct))
+
+    labels: dict[str, bool] = {}
     used: dict[tuple[str, str], list[int]] = {}
-    labels = {}
-    for root in state.tree.roots():
-        for e in subtree_order(state.tree, root, direct):
-            adds = {p: [x * n for x in e.req] for p, n in e.pool_counts.items()}
-            ok = e.w.idle != "idle_only" and all(
-                within(used.get((a, p), [0, 0, 0]), add, state.tree.mins[a][p], True)
-                if p in state.tree.mins[a]
-                else add[0] == 0
-                for p, add in adds.items()
-                for a in state.tree.chain[e.w.quota]
-            )
-            if ok:
-                for p, add in adds.items():
-                    for a in state.tree.chain[e.w.quota]:
-                        u = used.setdefault((a, p), [0, 0, 0])
-                        for i in range(3):
-                            u[i] += add[i]
-            labels[e.w.name] = ok
+    for e in entries:
+        if e.w.idle == "idle_only" or e.w.in_quota is not None:
+            labels[e.w.name] = e.w.idle != "idle_only" and bool(e.w.in_quota)
+            if labels[e.w.name]:
+                count(used, e, list(tree.chain[e.w.quota]))
+    unknown = [e for e in entries if e.w.name not in labels]
+    for e in sorted(unknown, key=lambda e: (e.w.started_at, e.w.submitted_at, e.w.name)):
+        labels[e.w.name] = fits(used, e, list(tree.chain[e.w.quota]))
+        if labels[e.w.name]:
+            count(used, e, list(tree.chain[e.w.quota]))
+    over = {
+        a for (a, p), u in used.items() if not within([0, 0, 0], u, tree.mins[a].get(p, zero), True)
+    }
+    for top in sorted(q for q in over if not set(tree.chain[q][1:]) & over):
+        inside = {top, *tree.descendants[top]}
+        walked = [e for e in entries if e.w.quota in inside and labels[e.w.name]]
+        rows: dict[tuple[str, str], list[int]] = {}
+        for e in in_design_order(walked, top):
+            chain = [a for a in tree.chain[e.w.quota] if a in inside]
+            labels[e.w.name] = fits(rows, e, chain)
+            if labels[e.w.name]:
+                count(rows, e, chain)
+    used = {}
+    for e in entries:
+        if labels[e.w.name]:
+            count(used, e, list(tree.chain[e.w.quota]))
+    for root in tree.roots():
+        inside = {root, *tree.descendants[root]}
+        out = [
+            e
+            for e in entries
+            if e.w.quota in inside and not labels[e.w.name] and e.w.idle != "idle_only"
+        ]
+        for e in in_design_order(out, root):
+            if fits(used, e, list(tree.chain[e.w.quota])):
+                labels[e.w.name] = True
+                count(used, e, list(tree.chain[e.w.quota]))
     return labels
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(running_sets())
-def test_classification_follows_the_central_rule_walk(snap: Snapshot) -> None:
+def test_classification_follows_the_central_rule(snap: Snapshot) -> None:
     assert classify(snap) == reference_labels(snap)
 
 

@@ -1,4 +1,5 @@
-"""The cycle relabels only the subtrees whose running set changed, as a full relabel would."""
+"""The label tables the cycle keeps up to date entry by entry match a rebuild from the labels,
+and the labels a cycle ends with are the ones the rule gives its running set."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.scheduling.classify import classify, classify_entries, reclassify, relabel_entries
+from jobs.scheduling.classify import classify, label_running, settle
 from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.snapshot import State
 from jobs.scheduling.types import Snapshot
@@ -24,28 +25,27 @@ def tables(state: State) -> tuple[dict[object, object], ...]:
         {k: u for k, u in state.inq.items() if any(u)},
         {k: u for k, u in state.direct_inq.items() if any(u)},
         {k: g for k, g in state.borrowed.items() if g},
-        {
-            k: {c: u for c, u in row.items() if any(u)}
-            for k, row in state.direct_cls.items()
-            if any(any(u) for u in row.values())
-        },
         {k: set(by) for k, by in state.niq_at.items() if by},
+        {q: set(by) for q, by in state.upgradable.items() if by},
     )
 
 
 def running_now(state: State, snap: Snapshot) -> Snapshot:
-    """The snapshot of the state's running set, as the next cycle would load it."""
-    running = [replace(e.w, running=tuple(e.placements)) for e in state.entries.values()]
+    """The snapshot of the state's running set with its labels, as the next cycle loads it."""
+    running = [
+        replace(e.w, running=tuple(e.placements), in_quota=e.in_quota)
+        for e in state.entries.values()
+    ]
     return replace(snap, workloads=tuple(running))
 
 
 @RELABEL
 @given(running_sets(), st.data())
-def test_relabelling_changed_subtrees_gives_the_full_classification(
+def test_labels_moved_entry_by_entry_give_the_tables_a_rebuild_gives(
     snap: Snapshot, data: st.DataObject
 ) -> None:
     state = State(snap)
-    labels = relabel_entries(state)
+    label_running(state)
     for _ in range(data.draw(st.integers(1, 3), label="rounds")):
         names = sorted(state.entries)
         gone = data.draw(st.lists(st.sampled_from(names), unique=True) if names else st.just([]))
@@ -69,12 +69,9 @@ def test_relabelling_changed_subtrees_gives_the_full_classification(
             state.drop_new_replicas(e.w, len(e.placements) - 1)
             if data.draw(st.booleans()):
                 state.add_replica(e.w, last.node, last.devices, e.in_quota)
-        labels, _ = reclassify(state, labels)
-        full = classify_entries(state)
-        assert labels.of_all(state) == full
-        assert {n: e.in_quota for n, e in state.entries.items()} == full
+        settle(state)
         fresh = State(running_now(state, snap))
-        relabel_entries(fresh)
+        fresh.relabel({n: e.in_quota for n, e in state.entries.items()})
         assert tables(state) == tables(fresh)
 
 

@@ -205,19 +205,27 @@ def odd_gpus() -> Snapshot:
 
 
 def pushed_out_then_reclaimed() -> Snapshot:
-    """svc's second replica needs train's GPUs; "small" (priority 2) ranks ahead of train.
+    """R (child preemption, min 16) over A and B (8 each) on 24 GPUs: a1 and b1 fill R's min
+    In Quota; R's own p1 and p2 (8 each) wait.
 
-    Admitted In Quota, small pushes train Not in Quota within the cycle (svc 2 + small 0.25 +
-    train 2 > 4), so svc reclaims it in that cycle too, not one cycle later; svc's four GPUs
-    then rank ahead of small, which runs Not in Quota, as the next cycle labels it.
+    Submitted to the parent, they rank ahead of its children: p1 starts In Quota on the idle
+    n3, p2 takes b1's node by child-level preemption (b1 ranks last), and R's 16 GPUs are then
+    all its own, so a1 keeps running Not in Quota. Before the rule of DESIGN §1 this scenario
+    was a priority-2 job pushing a priority-1 incumbent out of quota by outranking it, which
+    no longer happens: only a parent's own workloads (or a smaller min) do that.
     """
     return snapshot(
-        [*nodes(1, gpus=4), *nodes(1, gpus=1, prefix="m")],
-        [quota("q1").min(gpu=4)],
+        nodes(3),
         [
-            workload("train").gpus(2).priority(1).started(100).on("n1"),
-            workload("svc").inference().replicas(2).gpus(2).priority(1).submitted(200),
-            workload("small").gpus(0.25).priority(2).idle("acceptable").submitted(201),
+            quota("R").min(gpu=16).child_preemption(),
+            quota("A").parent("R").min(gpu=8),
+            quota("B").parent("R").min(gpu=8),
+        ],
+        [
+            workload("a1").quota("A").gpus(8).priority(5).on("n1"),
+            workload("b1").quota("B").gpus(8).priority(1).on("n2"),
+            workload("p1").quota("R").gpus(8).priority(5).submitted(200),
+            workload("p2").quota("R").gpus(8).priority(4).submitted(201),
         ],
     )
 
@@ -299,10 +307,11 @@ CASES = {
         odd_gpus,
         admitted={"notebook": True, "four-a": True, "four-b": True},
     ),
-    "workload_pushed_out_of_quota_in_the_cycle_is_reclaimed_in_that_cycle": Case(
+    "parent_own_workloads_take_their_children_s_place_by_child_level_preemption": Case(
         pushed_out_then_reclaimed,
-        admitted={"svc": True, "small": False},
-        preempted={"train": ("svc", "reclaim")},
+        admitted={"p1": True, "p2": True},
+        preempted={"b1": ("p2", "child_preemption")},
+        classification={"a1": False},
     ),
     "parent_own_usage_counts_against_its_subtree": Case(
         parent_usage_counts,
@@ -520,10 +529,17 @@ def test_work_lost_counts_gpu_seconds_since_checkpoint() -> None:
 def cheap_borrowers() -> Snapshot:
     """The owner wants 8 GPUs back from a borrower's 8-GPU job on n1, while 80 newer borrowed
     half-GPU jobs filling n2-n6 rank before it as cheaper victims."""
-    ws = [workload("big").quota("borrower").gpus(8).started(10).on("n1")]
+    ws = [workload("big").quota("borrower").gpus(8).idle("acceptable").started(10).on("n1")]
     for i in range(80):  # freeing a whole node of these takes 16 victims
         node = f"n{i // 16 + 2}"
-        ws.append(workload(f"half{i}").quota("borrower").gpus(0.5).started(500 + i).on(node))
+        ws.append(
+            workload(f"half{i}")
+            .quota("borrower")
+            .gpus(0.5)
+            .idle("acceptable")
+            .started(500 + i)
+            .on(node)
+        )
     ws.append(workload("owner").quota("owner").gpus(8).submitted(900))
     return snapshot(
         nodes(6),
@@ -546,7 +562,13 @@ def test_reclaim_frees_cpu_held_by_cpu_only_borrowers_for_a_gpu_job() -> None:
     # n1's GPUs are free but its CPU is all borrowed by CPU-only jobs: the owner's GPU job
     # takes the CPU back rather than waiting, though those victims free no GPU.
     ws = [
-        workload(f"cpu{i}").quota("borrower").gpus(0).cpu(8_000).started(100 + i).on("n1")
+        workload(f"cpu{i}")
+        .quota("borrower")
+        .gpus(0)
+        .cpu(8_000)
+        .idle("acceptable")
+        .started(100 + i)
+        .on("n1")
         for i in range(12)
     ]
     ws.append(workload("owner").quota("owner").gpus(8).cpu(8_000).submitted(900))

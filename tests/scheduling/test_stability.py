@@ -16,16 +16,18 @@ from .test_scenarios import pushed_out_then_reclaimed
 
 
 def next_snapshot(snap: Snapshot, result: CycleResult) -> Snapshot:
-    """The snapshot after applying a cycle: admitted run where placed, victims pending again.
+    """The snapshot after applying a cycle: admitted run where placed, victims pending again,
+    and every running workload carries the label the cycle gave it (the label is state).
 
     A victim retried and admitted in the same cycle restarts at its new placements.
     """
     placed = {a.workload: a.placements for a in result.admitted}
     gone = {p.workload for p in result.preempted}
+    labels = result.classification
     out = []
     for w in snap.workloads:
         if w.name in gone:
-            w = replace(w, running=(), started_at=None, last_checkpoint_at=None)
+            w = replace(w, running=(), started_at=None, last_checkpoint_at=None, in_quota=None)
         if w.name in gone and w.name not in placed:
             out.append(w)
         elif w.name in placed:
@@ -36,8 +38,11 @@ def next_snapshot(snap: Snapshot, result: CycleResult) -> Snapshot:
                     running=w.running + placed[w.name],
                     started_at=started,
                     last_checkpoint_at=w.last_checkpoint_at if w.running else snap.now,
+                    in_quota=labels[w.name],
                 )
             )
+        elif w.running:
+            out.append(replace(w, in_quota=labels[w.name]))
         else:
             out.append(w)
     return replace(snap, workloads=tuple(out))
@@ -218,28 +223,43 @@ def test_same_cycle_admissions_keep_their_labels_by_submission_order() -> None:
     assert not second.preempted and not second.admitted
 
 
-def test_a_low_priority_service_stays_in_quota_ahead_of_high_priority_training() -> None:
-    # DESIGN ranks priority before "not preemptible", but services run In Quota only: ranked
-    # by priority first, svc (priority 1) would be Not in Quota behind train (priority 9).
+def test_a_smaller_min_keeps_a_low_priority_service_in_quota_ahead_of_high_priority_training() -> (
+    None
+):
+    # Both ran In Quota in a quota of 16, scaled to 8: DESIGN's walk keeps non-preemptible
+    # workloads before preemptible ones, whatever the priorities, and the label holds.
     snap = snapshot(
         nodes(2),
         [quota("q1").min(gpu=8)],
         [
-            workload("svc").inference().gpus(8).priority(1).started(100).on("n1"),
-            workload("train").gpus(8).priority(9).idle("acceptable").started(50).on("n2"),
+            workload("svc").inference().gpus(8).priority(1).started(100).on("n1").labelled(True),
+            workload("train")
+            .gpus(8)
+            .priority(9)
+            .idle("acceptable")
+            .started(50)
+            .on("n2")
+            .labelled(True),
         ],
     )
     first, second = two_cycles(snap)
     assert dict(first.classification) == {"svc": True, "train": False}
+    assert [(d.workload, d.reason, d.quota) for d in first.demoted] == [("train", "min", "q1")]
     assert dict(second.classification) == {"svc": True, "train": False}
-    assert not first.preempted and not second.preempted
+    assert not first.preempted and not second.preempted and not second.demoted
 
 
-def test_a_workload_pushed_out_of_quota_is_reclaimed_in_the_same_cycle() -> None:
-    # small's In-Quota admission pushes train Not in Quota; svc's waiting replica must
-    # reclaim it in this cycle, so the next one neither evicts nor relabels anything.
+def test_a_child_pushed_out_of_quota_by_its_parent_is_taken_in_the_same_cycle() -> None:
+    # The parent's own p1 starts In Quota on the idle node, p2 takes b1's node by child-level
+    # preemption, and a1, whose In-Quota place the parent's own workloads now hold, runs Not
+    # in Quota: both named with the kind that took them, and the next cycle changes nothing.
     first, second = two_cycles(pushed_out_then_reclaimed())
-    assert {p.workload for p in first.preempted} == {"train"}
-    assert not second.admitted and not second.preempted
-    assert {a.workload: a.in_quota for a in first.admitted} == {"svc": True, "small": False}
+    assert {p.workload: (p.by, p.reason, p.quota) for p in first.preempted} == {
+        "b1": ("p2", "child_preemption", "R")
+    }
+    assert {a.workload: a.in_quota for a in first.admitted} == {"p1": True, "p2": True}
+    assert [(d.workload, d.by, d.reason) for d in first.demoted] == [
+        ("a1", "p2", "child_preemption")
+    ]
+    assert not second.admitted and not second.preempted and not second.demoted
     assert dict(second.classification) == dict(first.classification)

@@ -129,7 +129,13 @@ def _eligible(a: Attempt, ordered: Iterable[Entry]) -> Iterator[Entry]:
         if below is not None and w.priority >= below:
             return  # sorted by priority: nothing further qualifies
         name = w.name
-        if entries.get(name) is not e or name == me or name in shielded:
+        if entries.get(name) is not e or name == me:
+            continue
+        # A preemptor keeps its place for the rest of the cycle, except to a workload of its
+        # quota that outranks it and starts In Quota there (priority): that one would evict
+        # it in the next cycle, and it takes its place and its victims now (see
+        # Cycle._displace); its victims would have been its victims too.
+        if name in shielded and (below is None or not e.in_quota):
             continue
         yield e
 
