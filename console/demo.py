@@ -114,7 +114,7 @@ def seed_demo() -> Demo:
 
 @transaction.atomic
 def seed_demo_service(*, now: datetime) -> Workload:
-    """Team A's inference service in Quota 1: 8 GPUs a replica, 8 by day and 1 by night."""
+    """Team A's inference service in Quota 1: 8 GPUs a replica, 8 by day and none by night."""
     from jobs.services.scaling import scaling_rule_create
     from jobs.services.workloads import Shape, service_create
 
@@ -130,11 +130,11 @@ def seed_demo_service(*, now: datetime) -> Workload:
         name="chat-api",
         shape=Shape(replicas=1, gpu=8000, cpu=16000, memory=131072, priority=9),
         node_pools=[demo.node_pool],
-        min_replicas=1,
+        min_replicas=0,
         max_replicas=8,
         now=now,
     )
-    for name, cron, target in (("day", "0 8 * * *", 8), ("night", "0 22 * * *", 1)):
+    for name, cron, target in (("day", "0 8 * * *", 8), ("night", "0 22 * * *", 0)):
         scaling_rule_create(
             service=service, name=name, cron=cron, timezone="UTC", target_replicas=target, now=now
         )

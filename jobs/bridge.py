@@ -167,6 +167,8 @@ def build(now: datetime, workloads: list[Workload] | None = None) -> Bridge:
     cluster = _cluster()
     if workloads is None:
         workloads = active_workloads({q.pk: q for q in cluster.quotas})
+    # A service scaled to zero holds nothing and asks for nothing: the core never sees it.
+    workloads = [w for w in workloads if w.replicas or w.live_pods]  # type: ignore[attr-defined]
     snapshot = core.Snapshot(
         now=now.timestamp(),
         nodes=cluster.core_nodes,

@@ -165,7 +165,8 @@ class JobSubmitForm(WorkloadForm):
 class ServiceCreateForm(WorkloadForm):
     """Create an inference service (PAI EAS)."""
 
-    min_replicas = WholeNumberField(min_value=1, initial=1)
+    replicas = WholeNumberField(min_value=0, initial=1)
+    min_replicas = WholeNumberField(min_value=0, initial=1, help_text="0: may scale to zero.")
     max_replicas = WholeNumberField(min_value=1, initial=4)
 
     ALIASES = {"node_pools": "node_pool"}

@@ -63,6 +63,8 @@ def _scale_down(now: datetime, backend: Backend) -> bool:
             continue
         newest = sorted(live, key=lambda p: (p.created_at, p.pk), reverse=True)[:extra]
         pods_end(newest, status=PodStatus.STOPPED, reason="Scaled down", now=now, backend=backend)
+        if not service.replicas:  # at zero it holds nothing, In Quota or not
+            Workload.objects.filter(pk=service.pk).update(in_quota=None)
         stopped = True
     return stopped
 

@@ -49,9 +49,12 @@ class Shape:
 
 
 def _check_shape(shape: Shape, kind: str) -> None:
-    """Replicas at least 1, whole GPUs above one GPU, priority 1-9."""
-    if shape.replicas < 1:
-        raise DomainError(f"Replicas must be at least 1, not {shape.replicas}.", field="replicas")
+    """Replicas at least 1 (a service may be at 0), whole GPUs above one GPU, priority 1-9."""
+    least = 0 if kind == Kind.INFERENCE else 1
+    if shape.replicas < least:
+        raise DomainError(
+            f"Replicas must be at least {least}, not {shape.replicas}.", field="replicas"
+        )
     if shape.gpu > 1000 and shape.gpu % 1000:
         raise DomainError(
             f"{milli_to_gpus(shape.gpu)} GPUs per replica: a fraction is only allowed below one "
@@ -339,10 +342,15 @@ def service_create(
     access: WorkspaceAccess | None = None,
 ) -> Workload:
     """Create an inference service; shape.replicas is the initial target."""
-    max_replicas = max_replicas if max_replicas is not None else shape.replicas
-    if not 1 <= min_replicas <= max_replicas:
+    max_replicas = max_replicas if max_replicas is not None else max(shape.replicas, 1)
+    if max_replicas < 1:
         raise DomainError(
-            f"Min replicas {min_replicas} must be at least 1 and at most max {max_replicas}.",
+            f"Max replicas must be at least 1, not {max_replicas}.", field="max_replicas"
+        )
+    # 0 is a service scaled to zero: it holds no GPUs until a rule or a person scales it up.
+    if not 0 <= min_replicas <= max_replicas:
+        raise DomainError(
+            f"Min replicas {min_replicas} must be at least 0 and at most max {max_replicas}.",
             field="min_replicas",
         )
     if not min_replicas <= shape.replicas <= max_replicas:
