@@ -202,8 +202,25 @@ def fair_shares(
 
 
 def pool_order(state: State, w: Workload) -> Sequence[str]:
-    """Accepted pools that exist, in the order the workload lists them."""
-    return [p for p in w.pools if p in state.pools]
+    """Accepted pools that exist and that w's quotas allow, in the order w lists them."""
+    only = state.tree.allowed.get(w.quota)
+    if only is None:
+        return [p for p in w.pools if p in state.pools]
+    return [p for p in w.pools if p in state.pools and p in only]
+
+
+def describe_pool_block(state: State, w: Workload) -> str:
+    """Why no pool w accepts is open to it: its quotas forbid them, or none has a node."""
+    tree = state.tree
+    open_pools = [p for p in w.pools if tree.allows(w.quota, p)]
+    if open_pools:
+        return f"no node in pool {' or '.join(open_pools)} exists"
+    first = tree.forbidding(w.quota, w.pools[0])
+    assert first is not None
+    shut = [p for p in w.pools if tree.forbidding(w.quota, p) == first]
+    only = sorted(tree.allowed.get(first, ()))
+    where = f"may run only in {', '.join(only)}" if only else "may run in no node pool"
+    return f"{quota_label(first)} may not use pool {' or '.join(shut)}; it {where}"
 
 
 def describe_quota_block(

@@ -426,10 +426,14 @@ def _in_order(
 
 
 def _fits_room(state: State, e: Entry, rooms: dict[tuple[str, str], tuple[int, int, int]]) -> bool:
-    """Whether the entry fits In Quota along its chain in every pool it runs in."""
+    """Whether the entry fits In Quota along its chain in every pool it runs in; never in a
+    pool its quotas no longer allow (it keeps running there, borrowed)."""
     g, c, m = e.req
     q = e.w.quota
+    only = state.tree.allowed.get(q)
     for pool, count in e.pool_counts.items():
+        if only is not None and pool not in only:
+            return False
         r = rooms.get((q, pool))
         if r is None:
             r = rooms[(q, pool)] = _room(state, q, pool)

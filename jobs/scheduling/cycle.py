@@ -11,6 +11,7 @@ from .admission import (
     Shares,
     demand,
     describe_max_block,
+    describe_pool_block,
     describe_quota_block,
     entitlement_gap,
     fair_shares,
@@ -110,7 +111,7 @@ class Cycle:
         state = self.state
         pools = pool_order(state, w)
         if not pools:
-            return Outcome(reason=f"no node in pool {' or '.join(w.pools)} exists")
+            return Outcome(reason=describe_pool_block(state, w))
         reasons: list[str] = []
         fair_blocked = False
         # per pool, whether w fits In Quota; a failed placement leaves the state as it was,

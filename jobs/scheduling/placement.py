@@ -245,10 +245,12 @@ def place_replicas(
 
 
 def explain_no_fit(state: State, w: Workload) -> str:
-    """A sentence saying why no node of the accepted pools takes one replica."""
+    """A sentence saying why no node of the accepted pools its quotas allow takes one
+    replica."""
     req = w.request
-    pools = " or ".join(w.pools)
-    known = [state.pools[p] for p in w.pools if p in state.pools]
+    open_pools = [p for p in w.pools if state.tree.allows(w.quota, p)]
+    pools = " or ".join(open_pools)
+    known = [state.pools[p] for p in open_pools if p in state.pools]
     if not known:
         return f"no node in pool {pools} exists"
     if req.gpu >= MILLI:

@@ -71,6 +71,13 @@ def _per_pool(obj: Any, where: str) -> dict[str, Resources]:
     return {str(p): _resources(r, f"{where}.{p}") for p, r in obj.items()}
 
 
+def _pool_names(v: Any, where: str) -> tuple[str, ...]:
+    """A quota's allowed node pools: a list of names, empty for every pool."""
+    if not isinstance(v, list) or not all(isinstance(p, str) and p for p in v):
+        raise ScenarioError(f"{where}: pools must be a list of node pool names")
+    return tuple(v)
+
+
 def _list(data: Mapping[str, Any], key: str) -> list[Any]:
     v = data.get(key, [])
     if not isinstance(v, list):
@@ -122,6 +129,7 @@ def load_scenario(data: Any) -> Snapshot:
                 bool(q.get("lend_idle", True)),
                 None if weight is None else float(weight),
                 str(q.get("queue", "priority")),
+                _pool_names(q.get("pools", []), where),
             )
         )
     workloads = []

@@ -49,6 +49,7 @@ class QuotaTree:
         "weights",
         "depth",
         "non_lending",
+        "allowed",
     )
 
     def __init__(self, quotas: Iterable[Quota]) -> None:
@@ -80,6 +81,15 @@ class QuotaTree:
                 cur = self.parent[cur]
             self.chain[name] = tuple(seen)
         self.root = {n: c[-1] for n, c in self.chain.items()}
+        # the node pools open to each quota whose chain lists some: those every one of the
+        # chain's lists allows (a quota missing here may use every pool)
+        self.allowed: dict[str, frozenset[str]] = {}
+        for n, c in self.chain.items():
+            for a in c:
+                own = self.quotas[a].pools
+                if own:
+                    got = self.allowed.get(n)
+                    self.allowed[n] = frozenset(own) if got is None else got & frozenset(own)
         self.depth = {n: len(c) - 1 for n, c in self.chain.items()}
         self.descendants: dict[str, set[str]] = {n: set() for n in self.quotas}
         for n, c in self.chain.items():
@@ -127,6 +137,19 @@ class QuotaTree:
         if m is None:
             return None
         return m.get(pool)
+
+    def allows(self, quota: str, pool: str) -> bool:
+        """Whether the quota and every ancestor let its workloads run in the pool."""
+        only = self.allowed.get(quota)
+        return only is None or pool in only
+
+    def forbidding(self, quota: str, pool: str) -> str | None:
+        """The nearest quota of the chain whose node pools leave the pool out, if any."""
+        for a in self.chain[quota]:
+            own = self.quotas[a].pools
+            if own and pool not in own:
+                return a
+        return None
 
     def weight_of(self, quota: str, pool: str) -> float:
         """Over-quota weight; by default proportional to min GPU (at least one GPU's worth)."""

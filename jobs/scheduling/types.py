@@ -58,7 +58,11 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Quota:
-    """A quota of the tree; min/max are keyed by node pool name."""
+    """A quota of the tree; min/max are keyed by node pool name.
+
+    `pools` lists the node pools its workloads (and its descendants') may run in; empty
+    means every pool its parent allows.
+    """
 
     name: str
     parent: str | None
@@ -68,6 +72,7 @@ class Quota:
     lend_idle: bool = True
     weight: float | None = None
     queue: str = "priority"
+    pools: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

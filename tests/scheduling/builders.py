@@ -130,6 +130,7 @@ class QuotaBuilder:
         self._lend = True
         self._weight: float | None = None
         self._queue = "priority"
+        self._pools: tuple[str, ...] = ()
 
     def parent(self, p: str) -> QuotaBuilder:
         self._parent = p
@@ -161,6 +162,11 @@ class QuotaBuilder:
         self._queue = "fifo"
         return self
 
+    def pools(self, *p: str) -> QuotaBuilder:
+        """The only node pools its workloads (and its descendants') may run in."""
+        self._pools = p
+        return self
+
     def build(self) -> Quota:
         return Quota(
             self._name,
@@ -171,6 +177,7 @@ class QuotaBuilder:
             self._lend,
             self._weight,
             self._queue,
+            self._pools,
         )
 
 

@@ -126,6 +126,17 @@ def test_explain_prints_the_decisions_as_json(tmp_path: Path) -> None:
     ]
 
 
+def test_explain_keeps_a_restricted_quota_out_of_other_pools(tmp_path: Path) -> None:
+    data = scenario()
+    data["nodes"].append({"name": "t1", **NODE, "pool": "t4"})
+    data["quotas"][1]["pools"] = ["a100"]
+    data["workloads"][2]["pools"] = ["t4"]
+    out = explain(tmp_path, data)
+    assert out.returncode == 0, out.stderr
+    pending = {p["workload"]: p["reason"] for p in json.loads(out.stdout)["pending"]}
+    assert pending["w3"] == "Quota q1.1 may not use pool t4; it may run only in a100"
+
+
 def _mutate(fn: Any) -> dict[str, Any]:
     data = scenario()
     fn(data)
@@ -139,6 +150,7 @@ MALFORMED = {
     "over_allocated_node": _mutate(lambda d: d["workloads"][0].update(nodes=["n1", "n1"])),
     "unknown_node": _mutate(lambda d: d["workloads"][0].update(nodes=["n1", "n9"])),
     "negative_gpu": _mutate(lambda d: d["workloads"][1].update(gpu=-1)),
+    "quota_pools_not_a_list": _mutate(lambda d: d["quotas"][1].update(pools="a100")),
     "not_json": "{nope",
 }
 

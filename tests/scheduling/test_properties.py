@@ -207,6 +207,49 @@ def test_every_victim_has_a_preemptor_that_was_placed(snap: Snapshot) -> None:
 
 
 @st.composite
+def restricted_clusters(draw: st.DrawFn) -> Snapshot:
+    """A random cluster whose quotas were then restricted to some node pools each (running
+    work stays where it is, in a pool its quota may since have lost)."""
+    snap = draw(clusters())
+    quotas = tuple(
+        replace(q, pools=tuple(draw(st.lists(st.sampled_from(POOLS), max_size=2, unique=True))))
+        for q in snap.quotas
+    )
+    return replace(snap, quotas=quotas)
+
+
+def allows(snap: Snapshot, quota: str, pool: str) -> bool:
+    """The quota and every ancestor let its workloads run in the pool (empty: any pool)."""
+    quotas = {q.name: q for q in snap.quotas}
+    q: str | None = quota
+    while q is not None:
+        if quotas[q].pools and pool not in quotas[q].pools:
+            return False
+        q = quotas[q].parent
+    return True
+
+
+@FAST
+@given(restricted_clusters())
+def test_nothing_starts_or_turns_in_quota_outside_its_quotas_pools(snap: Snapshot) -> None:
+    result = run_cycle(snap)
+    by_name = {w.name: w for w in snap.workloads}
+    pool_of = {n.name: n.pool for n in snap.nodes}
+    for a in result.admitted:
+        for p in a.placements:
+            assert allows(snap, by_name[a.workload].quota, pool_of[p.node]), (a, p)
+    for name, in_quota in result.classification.items():
+        w = by_name[name]
+        outside = any(not allows(snap, w.quota, pool_of[p.node]) for p in w.running)
+        if outside and w.in_quota is False:
+            assert not in_quota, w
+    for p in result.pending:
+        w = by_name[p.workload]
+        if not any(allows(snap, w.quota, pool) for pool in w.pools):
+            assert " may not use pool " in p.reason, p
+
+
+@st.composite
 def crowded_quotas(draw: st.DrawFn) -> Snapshot:
     """One small pool shared by a quota and its child, both nearly full: services running
     some of their replicas (In Quota or, after a scale-down, not), and services and jobs
