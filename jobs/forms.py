@@ -10,24 +10,36 @@ from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
 from django import forms
+from django.db.models import Q
 
 from console.numbers import INT32, NumberField, WholeNumberField
 from console.units import MAX_GPUS, duration_text, milli_to_gpus
 from jobs.choices import IdlePolicy, RestartMode
 from jobs.models import ScalingRule
 from quotas.models import NodePool, Quota
+from quotas.selectors import quotas_pools_in_effect
 from workspaces.selectors import InstanceLimits, UsableQuota
 
 NO_LIMITS = InstanceLimits(default=None, maximum=None)
 
 
-def _quota_label(usable: UsableQuota) -> str:
+def _quota_label(usable: UsableQuota, pools: dict[int, str] | None) -> str:
+    """A quota as the submit form offers it, with the caps and node pools it holds you to."""
     caps = []
     if usable.max_gpus is not None:
         caps.append(f"at most {milli_to_gpus(usable.max_gpus)} GPUs")
     if usable.max_priority is not None:
         caps.append(f"priority up to {usable.max_priority}")
+    if pools is not None:
+        caps.append(f"only in {', '.join(sorted(pools.values()))}")
     return usable.quota.name + (f" ({', '.join(caps)})" if caps else "")
+
+
+def _open_pools(usable: list[UsableQuota], allowed: dict[int, dict[int, str] | None]) -> Q:
+    """The node pools at least one of the usable quotas lets its workloads run in."""
+    everywhere = {u.quota.resource_pool_id for u in usable if allowed[u.quota.pk] is None}
+    some = {pk for pools in allowed.values() if pools is not None for pk in pools}
+    return Q(resource_pool_id__in=everywhere) | Q(pk__in=some)
 
 
 class WorkloadForm(forms.Form):
@@ -72,10 +84,10 @@ class WorkloadForm(forms.Form):
         self.no_quota = not usable
         quota_field: Any = self.fields["quota"]
         quota_field.queryset = Quota.objects.filter(pk__in=self.usable).order_by("name")
-        quota_field.label_from_instance = lambda q: _quota_label(self.usable[q.pk])
-        pools = {u.quota.resource_pool_id for u in usable}
+        allowed = quotas_pools_in_effect([u.quota for u in usable])
+        quota_field.label_from_instance = lambda q: _quota_label(self.usable[q.pk], allowed[q.pk])
         pool_field: Any = self.fields["node_pool"]
-        pool_field.queryset = NodePool.objects.filter(resource_pool_id__in=pools).order_by("name")
+        pool_field.queryset = NodePool.objects.filter(_open_pools(usable, allowed)).order_by("name")
         gpu_caps = [u.max_gpus for u in usable if u.max_gpus is not None]
         prio_caps = [u.max_priority for u in usable if u.max_priority is not None]
         if usable and len(gpu_caps) == len(usable):

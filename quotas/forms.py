@@ -162,6 +162,27 @@ class AmountsForm(forms.Form):
         self.add_error(self.error_field(err), err.message)
 
 
+def allowed_pools_field(
+    node_pools: list[NodePool], parent: Quota | None, parent_pools: dict[int, str] | None
+) -> forms.ModelMultipleChoiceField:  # type: ignore[type-arg]
+    """Checkboxes of the node pools a quota may be restricted to: those its parent allows."""
+    offered = [np.pk for np in node_pools if parent_pools is None or np.pk in parent_pools]
+    if parent is None:
+        empty = "every pool of its resource pool"
+    elif parent_pools is None:
+        empty = f"every pool {parent.name} allows"
+    else:
+        empty = f"every pool {parent.name} allows ({', '.join(sorted(parent_pools.values()))})"
+    return forms.ModelMultipleChoiceField(
+        queryset=NodePool.objects.filter(pk__in=offered).order_by("name"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Allowed node pools",
+        help_text="Its workloads, and its child quotas', run only in the checked pools. "
+        f"None checked: {empty}.",
+    )
+
+
 class QuotaForm(AmountsForm):
     """Add Resource Quota; with a parent, New Child-level Resource Quota."""
 
@@ -186,9 +207,18 @@ class QuotaForm(AmountsForm):
 
     field_order = ["name", "resource_pool"]
 
-    def __init__(self, *args: Any, parent: Quota | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        parent: Quota | None = None,
+        parent_pools: dict[int, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.parent = parent
+        self.fields["allowed_node_pools"] = allowed_pools_field(
+            self.node_pools, parent, parent_pools
+        )
         if parent is not None:
             del self.fields["resource_pool"]
         elif ResourcePool.objects.count() == 1:
@@ -216,6 +246,7 @@ class QuotaForm(AmountsForm):
             "child_preemption": data.get("child_preemption", False),
             "lend_idle": data.get("lend_idle", False),
             "queue_strategy": data["queue_strategy"],
+            "allowed_node_pools": list(data.get("allowed_node_pools") or []),
         }
 
     def error_field(self, err: DomainError) -> str | None:
@@ -235,6 +266,29 @@ class ScaleForm(AmountsForm):
         if err.field == "version":
             return None
         return super().error_field(err)
+
+
+class NodePoolsForm(forms.Form):
+    """Restrict a quota's workloads (and its descendants') to some node pools."""
+
+    version = WholeNumberField(widget=forms.HiddenInput)
+
+    def __init__(
+        self,
+        *args: Any,
+        quota: Quota,
+        node_pools: list[NodePool],
+        parent_pools: dict[int, str] | None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["allowed_node_pools"] = allowed_pools_field(
+            node_pools, quota.parent, parent_pools
+        )
+
+    def add_service_error(self, err: DomainError) -> None:
+        """A stale version concerns the whole form; the rest, the pools."""
+        self.add_error(None if err.field == "version" else "allowed_node_pools", err.message)
 
 
 class RebalanceForm(forms.Form):

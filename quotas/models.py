@@ -76,6 +76,13 @@ class Quota(models.Model):
     queue_strategy = models.CharField(
         max_length=10, choices=QueueStrategy.choices, default=QueueStrategy.PRIORITY
     )
+    allowed_node_pools = models.ManyToManyField(
+        NodePool,
+        blank=True,
+        related_name="restricted_quotas",
+        help_text="The only node pools its workloads may run in; empty = every pool its "
+        "parent allows.",
+    )
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
 

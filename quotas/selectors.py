@@ -19,7 +19,7 @@ from jobs.models import Pod, Workload
 from quotas.amounts import RESOURCES, Amounts
 from quotas.choices import AuditAction
 from quotas.models import Node, NodePool, Quota, QuotaAudit, QuotaResource, ResourcePool
-from quotas.services.quotas import pool_capacity, quota_rebalance, quota_scale
+from quotas.services.quotas import pool_capacity, pools_in_effect, quota_rebalance, quota_scale
 
 
 @dataclass
@@ -117,6 +117,26 @@ def quota_amounts(quota: Quota) -> dict[int, Amounts]:
     return {row.node_pool_id: _amounts(row) for row in quota.resources.all()}
 
 
+def quotas_pools_in_effect(quotas: list[Quota]) -> dict[int, dict[int, str] | None]:
+    """For each quota, the node pools (id → name) it and every ancestor allow its workloads;
+    None when none of them restricts its pools (1 query)."""
+    rows = Quota.objects.filter(
+        resource_pool_id__in={q.resource_pool_id for q in quotas}
+    ).values_list("pk", "parent_id", "allowed_node_pools__pk", "allowed_node_pools__name")
+    parent: dict[int, int | None] = {}
+    lists: dict[int, dict[int, str]] = {}
+    for pk, parent_id, pool_id, name in rows:
+        parent[pk] = parent_id
+        if pool_id is not None:
+            lists.setdefault(pk, {})[pool_id] = name
+    return {q.pk: pools_in_effect(q.pk, parent, lists) for q in quotas}
+
+
+def quota_pools_in_effect(quota: Quota) -> dict[int, str] | None:
+    """The node pools (id → name) the quota and every ancestor allow; None: every pool."""
+    return quotas_pools_in_effect([quota])[quota.pk]
+
+
 def quota_has_sibling(quota: Quota) -> bool:
     """Whether another quota shares the parent, so Rebalance has somewhere to move to."""
     return (
@@ -153,6 +173,9 @@ class QuotaOverview:
     workspaces: list[Any]
     audit: list[AuditEntry]
     has_sibling: bool
+    # the node pools it lists itself, and those it and its ancestors allow (None: every one)
+    allowed_pools: list[str] = field(default_factory=list)
+    pools_in_effect: list[str] | None = None
 
 
 def quota_overview(quota_id: int) -> QuotaOverview:
@@ -169,6 +192,7 @@ def quota_overview(quota_id: int) -> QuotaOverview:
                 ).order_by("name"),
             ),
             "workspaces",
+            "allowed_node_pools",
             Prefetch("audit", queryset=QuotaAudit.objects.select_related("actor")),
         )
         .get(pk=quota_id)
@@ -178,6 +202,7 @@ def quota_overview(quota_id: int) -> QuotaOverview:
         for c in quota.children.all()
     ]
     has_sibling = quota_has_sibling(quota)
+    in_effect = quota_pools_in_effect(quota)
     return QuotaOverview(
         quota=quota,
         amounts={r.node_pool.name: _amounts(r) for r in quota.resources.all()},
@@ -185,6 +210,8 @@ def quota_overview(quota_id: int) -> QuotaOverview:
         workspaces=list(quota.workspaces.all()),
         audit=[AuditEntry(a, audit_changes(a)) for a in quota.audit.all()],
         has_sibling=has_sibling,
+        allowed_pools=sorted(np.name for np in quota.allowed_node_pools.all()),
+        pools_in_effect=None if in_effect is None else sorted(in_effect.values()),
     )
 
 
@@ -196,6 +223,7 @@ SETTING_LABEL = {
     "child_preemption": "child-level preemption",
     "lend_idle": "lend idle",
     "queue_strategy": "queue strategy",
+    "allowed_node_pools": "node pools",
 }
 
 
@@ -216,6 +244,8 @@ def _setting(value: Any) -> str:
         return "off"
     if value is None:
         return "—"
+    if isinstance(value, list):
+        return ", ".join(value) or "every pool"
     return str(value)
 
 
@@ -231,7 +261,7 @@ def _state_diff(before: dict[str, Any] | None, after: dict[str, Any] | None) -> 
         a, b = old.get(key), new.get(key)
         if one_sided:
             value = b if after is not None else a
-            if key != "name" and value not in (None, False, "") and key != "queue_strategy":
+            if key not in ("name", "queue_strategy") and value not in (None, False, "", []):
                 lines.append(f"{label} {_setting(value)}")
         elif a != b:
             lines.append(f"{label} {_setting(a)} → {_setting(b)}")

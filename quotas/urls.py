@@ -16,6 +16,7 @@ urlpatterns = [
     path("<int:pk>/monitoring/", quotas.QuotaMonitoringView.as_view(), name="monitoring"),
     path("<int:pk>/children/new/", quotas.QuotaChildCreateView.as_view(), name="create_child"),
     path("<int:pk>/scale/", quotas.QuotaScaleView.as_view(), name="scale"),
+    path("<int:pk>/node-pools/", quotas.QuotaNodePoolsView.as_view(), name="node_pools"),
     path("<int:pk>/rebalance/", quotas.QuotaRebalanceView.as_view(), name="rebalance"),
     path(
         "<int:pk>/child-preemption/",

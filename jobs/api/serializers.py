@@ -14,6 +14,7 @@ from jobs.choices import EventKind, IdlePolicy, PodStatus, RestartMode
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.services.workloads import Shape
 from quotas.models import NodePool, Quota
+from quotas.selectors import quota_pools_in_effect
 from workspaces.models import Workspace
 from workspaces.selectors import WorkspaceAccess
 
@@ -224,7 +225,8 @@ class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
     node_pools = serializers.ListField(
         child=serializers.CharField(),
         required=False,
-        help_text="Accepted node pools; defaults to every pool of the quota's resource pool.",
+        help_text="Accepted node pools; defaults to every pool of the quota's resource pool "
+        "that the quota allows.",
     )
     image = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
 
@@ -266,7 +268,8 @@ class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
                 )
             attrs["node_pools"] = [found[n] for n in wanted]
         else:
-            attrs["node_pools"] = pools
+            allowed = quota_pools_in_effect(quota)
+            attrs["node_pools"] = [np for np in pools if allowed is None or np.pk in allowed]
         return attrs
 
     def service_kwargs(self) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from jobs.models import Workload
 from jobs.services.scaling import scaling_rules_retire
 from jobs.wakeup import request_cycle
 from quotas.models import NodePool, Quota
+from quotas.selectors import quota_pools_in_effect
 from workspaces.models import Workspace, WorkspaceQuota
 from workspaces.roles import SUBMIT
 from workspaces.selectors import WorkspaceAccess, workspace_role
@@ -126,7 +127,8 @@ def check_usage_rules(
 
 
 def _check_pools(quota: Quota, node_pools: Sequence[NodePool]) -> None:
-    """At least one accepted pool, all in the quota's resource pool."""
+    """At least one accepted pool, all in the quota's resource pool and allowed by the quota
+    and its ancestors."""
     if not node_pools:
         raise DomainError("Choose at least one node pool.", field="node_pools")
     for np in node_pools:
@@ -136,6 +138,17 @@ def _check_pools(quota: Quota, node_pools: Sequence[NodePool]) -> None:
                 f"of {quota.name}.",
                 field="node_pools",
             )
+    allowed = quota_pools_in_effect(quota)
+    if allowed is None:
+        return
+    shut = sorted({np.name for np in node_pools if np.pk not in allowed})
+    if shut:
+        only = ", ".join(sorted(allowed.values())) or "no node pool"
+        raise DomainError(
+            f"{called(quota.name)} may not use node pool {' or '.join(shut)}; its workloads "
+            f"may run only in {only}.",
+            field="node_pools",
+        )
 
 
 def _named(shape: tuple[()], workspace_id: int, name: str) -> Any:

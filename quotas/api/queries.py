@@ -13,9 +13,11 @@ from quotas.models import Quota, QuotaResource
 
 
 def quotas_with_amounts(queryset: QuerySet[Quota]) -> QuerySet[Quota]:
-    """Quotas with their parent, resource pool and amounts per node pool in the page's queries."""
+    """Quotas with their parent, resource pool, amounts per node pool and allowed node pools
+    in the page's queries."""
     return queryset.select_related("parent", "resource_pool").prefetch_related(
-        Prefetch("resources", queryset=QuotaResource.objects.select_related("node_pool"))
+        Prefetch("resources", queryset=QuotaResource.objects.select_related("node_pool")),
+        "allowed_node_pools",
     )
 
 

@@ -140,6 +140,12 @@ class QuotaSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     resource_pool = ref(read_only=True)
     parent = ref(read_only=True, allow_null=True)
+    allowed_node_pools = ref(
+        many=True,
+        read_only=True,
+        help_text="The only node pools its workloads (and its descendants') run in; empty: "
+        "every pool its parent allows.",
+    )
     resources = QuotaResourceSerializer(many=True, read_only=True)
     usage = UsageSerializer(source="*", read_only=True)
 
@@ -154,6 +160,7 @@ class QuotaSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "lend_idle",
             "over_quota_weight",
             "queue_strategy",
+            "allowed_node_pools",
             "version",
             "created_at",
             "resources",
@@ -193,6 +200,13 @@ class QuotaCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     queue_strategy = serializers.ChoiceField(
         choices=QueueStrategy.choices, default=QueueStrategy.PRIORITY
     )
+    allowed_node_pools = by_name(
+        NodePool.objects.all(),
+        many=True,
+        required=False,
+        help_text="Restrict its workloads to these node pools; empty: every pool its parent "
+        "allows.",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """A root quota names its resource pool; a child takes its parent's."""
@@ -214,6 +228,12 @@ class QuotaUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     lend_idle = serializers.BooleanField(required=False)
     queue_strategy = serializers.ChoiceField(choices=QueueStrategy.choices, required=False)
     child_preemption = serializers.BooleanField(required=False)
+    allowed_node_pools = by_name(
+        NodePool.objects.all(),
+        many=True,
+        required=False,
+        help_text="Restrict its workloads to these node pools; [] lifts its own restriction.",
+    )
     version = whole(required=False, help_text="Alternative to If-Match: the version you edited.")
 
 

@@ -7,7 +7,7 @@ cycle never applies decisions made under the quotas as they were before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
@@ -58,6 +58,7 @@ def quota_state(quota: Quota) -> dict[str, Any]:
         "child_preemption": quota.child_preemption,
         "lend_idle": quota.lend_idle,
         "queue_strategy": quota.queue_strategy,
+        "allowed_node_pools": sorted(np.name for np in quota.allowed_node_pools.all()),
         "resources": {
             row.node_pool.name: row.as_dict()
             for row in quota.resources.select_related("node_pool").order_by("node_pool__name")
@@ -108,6 +109,89 @@ def pool_capacity(resource_pool: ResourcePool) -> dict[int, dict[str, int]]:
     return capacity
 
 
+def pools_in_effect(
+    quota_id: int, parent: Mapping[int, int | None], lists: Mapping[int, Mapping[int, str]]
+) -> dict[int, str] | None:
+    """The node pools (id → name) a quota and every ancestor allow, from each quota's own
+    list (`lists`, empty or missing: no restriction of its own); None when none restricts."""
+    result: dict[int, str] | None = None
+    node: int | None = quota_id
+    while node is not None:
+        own = lists.get(node)
+        if own:
+            result = dict(own) if result is None else {k: v for k, v in result.items() if k in own}
+        node = parent.get(node)
+    return result
+
+
+def _names(pools: Mapping[int, str] | Sequence[str]) -> str:
+    """Node pool names as a sentence lists them: "A100-80G, T4"."""
+    names = pools.values() if isinstance(pools, Mapping) else pools
+    return ", ".join(sorted(names)) or "no node pool"
+
+
+def _check_allowed_pools(
+    resource_pool: ResourcePool,
+    quotas: list[Quota],
+    focus: Quota,
+    lists: dict[int, dict[int, str]],
+    amounts: dict[int, dict[int, Amounts]],
+    pool_names: dict[int, str],
+) -> None:
+    """A child only narrows its parent's node pools, and no quota guarantees a pool it may
+    not use; checks about `focus` (and its children) come first."""
+    parent = {q.pk: q.parent_id for q in quotas}
+    by_id = {q.pk: q for q in quotas}
+    for q in [focus] + [q for q in quotas if q.pk != focus.pk]:
+        own = lists.get(q.pk, {})
+        outside = [name for pk, name in own.items() if pk not in pool_names]
+        if outside:
+            raise DomainError(
+                f"{called(q.name)} allows node pool {outside[0]}, which is not in resource "
+                f"pool {resource_pool.name}.",
+                field="allowed_node_pools",
+            )
+        above = pools_in_effect(q.parent_id, parent, lists) if q.parent_id else None
+        wider = sorted(name for pk, name in own.items() if above is not None and pk not in above)
+        if wider:
+            assert above is not None and q.parent_id is not None
+            up = called(by_id[q.parent_id].name)
+            if q.pk == focus.pk:
+                message = (
+                    f"{called(q.name)} may only narrow its parent's node pools: {up} allows "
+                    f"{_names(above)}, not {_names(wider)}."
+                )
+            else:
+                message = (
+                    f"{called(q.name)} allows {_names(wider)}, but its parent {up} would allow "
+                    f"only {_names(above)}: narrow {called(q.name)}'s node pools first."
+                )
+            raise DomainError(message, field="allowed_node_pools")
+        mine = pools_in_effect(q.pk, parent, lists)
+        if mine is None:
+            continue
+        for pool_id, a in amounts[q.pk].items():
+            if pool_id in mine or not any(a.min(r) for r in RESOURCES):
+                continue
+            r = next(r for r in RESOURCES if a.min(r))
+            raise AmountError(
+                f"{called(q.name)} guarantees {show(r, a.min(r))} on {pool_names[pool_id]} but "
+                f"may run only in {_names(mine)}: scale that min to 0 first, or allow "
+                f"{pool_names[pool_id]}.",
+                field="allowed_node_pools",
+                node_pool=pool_names[pool_id],
+            )
+
+
+def _allowed_lists(resource_pool: ResourcePool) -> dict[int, dict[int, str]]:
+    """Each restricted quota's own node pools (quota id → node pool id → name), 1 query."""
+    lists: dict[int, dict[int, str]] = {}
+    rows = Quota.allowed_node_pools.through.objects.filter(quota__resource_pool=resource_pool)
+    for quota_id, pool_id, name in rows.values_list("quota_id", "nodepool_id", "nodepool__name"):
+        lists.setdefault(quota_id, {})[pool_id] = name
+    return lists
+
+
 def _check_tree(resource_pool: ResourcePool, focus: Quota) -> None:
     """Check every invariant of the pool's quota tree, naming the numbers of the first broken one.
 
@@ -144,6 +228,8 @@ def _check_tree(resource_pool: ResourcePool, focus: Quota) -> None:
                     field="resources",
                 )
 
+    lists = _allowed_lists(resource_pool)
+    _check_allowed_pools(resource_pool, quotas, focus, lists, amounts, pool_names)
     ordered = [focus] + [q for q in quotas if q.pk != focus.pk]
     capacity = pool_capacity(resource_pool)
     for q in ordered:
@@ -285,8 +371,10 @@ def quota_create(
     child_preemption: bool = False,
     lend_idle: bool = True,
     queue_strategy: str = QueueStrategy.PRIORITY,
+    allowed_node_pools: Sequence[NodePool] = (),
 ) -> Quota:
-    """Create a root quota (parent=None) or a child-level quota, checked and audited."""
+    """Create a root quota (parent=None) or a child-level quota, checked and audited;
+    allowed_node_pools restricts where its workloads run (empty: wherever its parent's may)."""
     pool = _lock_pool(resource_pool)
     name = _check_name(name)
     _check_settings(over_quota_weight, queue_strategy)
@@ -307,6 +395,7 @@ def quota_create(
         queue_strategy=queue_strategy,
     )
     _write_amounts(quota, resources)
+    quota.allowed_node_pools.set(allowed_node_pools)
     _check_tree(pool, quota)
     _audit(actor, quota, quota.name, AuditAction.CREATE, None, quota_state(quota))
     return quota
@@ -323,9 +412,15 @@ def quota_update(
     clear_weight: bool = False,
     lend_idle: bool | None = None,
     queue_strategy: str | None = None,
+    allowed_node_pools: Sequence[NodePool] | None = None,
 ) -> Quota:
-    """Change a quota's name or settings (not its amounts: that is quota_scale)."""
-    _lock_pool(quota.resource_pool)
+    """Change a quota's name or settings (not its amounts: that is quota_scale).
+
+    allowed_node_pools (empty: no restriction of its own) never widens the parent's, nor
+    leaves a child one the quota no longer allows. Running workloads keep their nodes; queued
+    ones wait for a pool the quota allows.
+    """
+    pool = _lock_pool(quota.resource_pool)
     quota = Quota.objects.select_for_update().get(pk=quota.pk)
     _check_version(quota, expected_version)
     before = quota_state(quota)
@@ -338,6 +433,9 @@ def quota_update(
     if queue_strategy is not None:
         quota.queue_strategy = queue_strategy
     _check_settings(quota.over_quota_weight, quota.queue_strategy)
+    if allowed_node_pools is not None:
+        quota.allowed_node_pools.set(allowed_node_pools)
+        _check_tree(pool, quota)
     quota.version += 1
     quota.save()
     _audit(actor, quota, quota.name, AuditAction.UPDATE, before, quota_state(quota))

@@ -24,7 +24,7 @@ from jobs import clock
 from jobs.usage_selectors import BUCKET, quota_usage_series
 from quotas import selectors
 from quotas.charts import quota_figures
-from quotas.forms import ChildPreemptionForm, QuotaForm, RebalanceForm, ScaleForm
+from quotas.forms import ChildPreemptionForm, NodePoolsForm, QuotaForm, RebalanceForm, ScaleForm
 from quotas.models import Quota
 from quotas.services.quotas import (
     quota_create,
@@ -32,14 +32,16 @@ from quotas.services.quotas import (
     quota_rebalance,
     quota_scale,
     quota_set_child_preemption,
+    quota_update,
 )
 
 if TYPE_CHECKING:
     QuotaFormView = FormView[QuotaForm]
     ScaleFormView = FormView[ScaleForm]
     RebalanceFormView = FormView[RebalanceForm]
+    NodePoolsFormView = FormView[NodePoolsForm]
 else:  # FormView is generic only in the stubs
-    QuotaFormView = ScaleFormView = RebalanceFormView = FormView
+    QuotaFormView = ScaleFormView = RebalanceFormView = NodePoolsFormView = FormView
 
 
 class QuotaListView(PlatformAdminRequiredMixin, TemplateView):
@@ -172,6 +174,7 @@ class QuotaCreateView(PlatformAdminRequiredMixin, QuotaFormView):
         kwargs = super().get_form_kwargs()
         parent = self.get_parent()
         kwargs["parent"] = parent
+        kwargs["parent_pools"] = selectors.quota_pools_in_effect(parent) if parent else None
         kwargs["node_pools"] = selectors.node_pools_for(parent.resource_pool if parent else None)
         return kwargs
 
@@ -262,6 +265,50 @@ class QuotaScaleView(QuotaMixin, ScaleFormView):
             return self.form_invalid(form)
         messages.success(self.request, f"Scaled quota {self.quota.name}. {_affected(self.request)}")
         return redirect("quotas:list")
+
+
+class QuotaNodePoolsView(QuotaMixin, NodePoolsFormView):
+    """Restrict the node pools a quota's workloads (and its descendants') may run in."""
+
+    template_name = "quotas/node_pools.html"
+    form_class = NodePoolsForm
+
+    def get_form_kwargs(self) -> dict[str, Any]:
+        """The pools its parent allows, the quota's own list and its version."""
+        kwargs = super().get_form_kwargs()
+        parent = self.quota.parent
+        kwargs["quota"] = self.quota
+        kwargs["node_pools"] = selectors.node_pools_for(self.quota.resource_pool)
+        kwargs["parent_pools"] = selectors.quota_pools_in_effect(parent) if parent else None
+        own = list(self.quota.allowed_node_pools.all())
+        kwargs["initial"] = {"allowed_node_pools": own, "version": self.quota.version}
+        return kwargs
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """Title and the quota."""
+        context = super().get_context_data(**kwargs)
+        context["quota"] = self.quota
+        context["title"] = f"Node pools of {self.quota.name}"
+        return context
+
+    def form_valid(self, form: NodePoolsForm) -> HttpResponse:
+        """Restrict (or free) the quota, or show why not."""
+        pools = list(form.cleaned_data["allowed_node_pools"])
+        try:
+            quota_update(
+                actor=self.request.user,
+                quota=self.quota,
+                expected_version=form.cleaned_data["version"],
+                allowed_node_pools=pools,
+            )
+        except DomainError as err:
+            form.add_service_error(err)
+            return self.form_invalid(form)
+        where = ", ".join(np.name for np in pools) if pools else "every pool its parent allows"
+        if not pools and self.quota.parent is None:
+            where = "every pool of its resource pool"
+        messages.success(self.request, f"Workloads of {self.quota.name} now run in {where}.")
+        return redirect("quotas:overview", self.quota.pk)
 
 
 def _affected(request: HttpRequest) -> str:
