@@ -37,8 +37,10 @@ def _seconds(at: datetime | None) -> float | None:
     return None if at is None else at.timestamp()
 
 
-def _quota(quota: Quota, rows: list[QuotaResource], parent_name: str | None) -> core.Quota:
-    """A quota row and its amounts as a core Quota."""
+def _quota(
+    quota: Quota, rows: list[QuotaResource], parent_name: str | None, pools: tuple[str, ...]
+) -> core.Quota:
+    """A quota row, its amounts and its allowed node pools as a core Quota."""
     mins = {r.node_pool.name: core.Resources(r.min_gpu, r.min_cpu, r.min_memory) for r in rows}
     has_max = any(
         r.max_gpu is not None or r.max_cpu is not None or r.max_memory is not None for r in rows
@@ -62,6 +64,7 @@ def _quota(quota: Quota, rows: list[QuotaResource], parent_name: str | None) -> 
         lend_idle=quota.lend_idle,
         weight=quota.over_quota_weight,
         queue=quota.queue_strategy,
+        pools=pools,
     )
 
 
@@ -143,12 +146,16 @@ class _Cluster:
 
 
 def _cluster() -> _Cluster:
-    """Read the nodes, the quotas with their amounts and the idle scope (4 queries)."""
+    """Read the nodes, the quotas with their amounts and node pools, the idle scope (5 queries)."""
     nodes = {n.name: n for n in Node.objects.select_related("node_pool")}
     quotas = list(Quota.objects.select_related("parent"))
     rows: dict[int, list[QuotaResource]] = {}
     for r in QuotaResource.objects.select_related("node_pool"):
         rows.setdefault(r.quota_id, []).append(r)
+    allowed: dict[int, list[str]] = {}
+    through = Quota.allowed_node_pools.through.objects.order_by("nodepool__name")
+    for quota_id, name in through.values_list("quota_id", "nodepool__name"):
+        allowed.setdefault(quota_id, []).append(name)
     pool = ResourcePool.objects.order_by("pk").first()
     return _Cluster(
         nodes,
@@ -157,7 +164,15 @@ def _cluster() -> _Cluster:
             core.Node(n.name, n.node_pool.name, n.gpus, n.cpu, n.memory, n.schedulable)
             for n in nodes.values()
         ),
-        tuple(_quota(q, rows.get(q.pk, []), q.parent.name if q.parent else None) for q in quotas),
+        tuple(
+            _quota(
+                q,
+                rows.get(q.pk, []),
+                q.parent.name if q.parent else None,
+                tuple(allowed.get(q.pk, ())),
+            )
+            for q in quotas
+        ),
         pool.idle_scope if pool else "tree",
     )
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from quotas.amounts import Amounts
-from quotas.models import Node, Quota, QuotaAudit, QuotaResource
+from quotas.models import Node, NodePool, Quota, QuotaAudit, QuotaResource
+from quotas.services.nodes import node_create, node_pool_create
+from quotas.services.quotas import quota_update
 
 
 def gpus(n: float, max_gpus: float | None = None) -> Amounts:
@@ -22,10 +24,14 @@ def min_gpus(name: str) -> float:
 
 
 def dump() -> dict[str, Any]:
-    """Every quota, resource and audit row, to compare before and after a refused change."""
+    """Every quota, resource, allowed node pool and audit row, to compare before and after a
+    refused change."""
     return {
         "quotas": list(Quota.objects.order_by("pk").values()),
         "resources": list(QuotaResource.objects.order_by("pk").values()),
+        "allowed_node_pools": list(
+            Quota.allowed_node_pools.through.objects.order_by("pk").values()
+        ),
         "audit": QuotaAudit.objects.count(),
     }
 
@@ -74,3 +80,21 @@ def tree_violations() -> list[str]:
                 if kids > mins.get((parent.pk, np_id, r), 0):
                     problems.append(f"children of {parent.name} hold {kids} {r}")
     return problems
+
+
+def add_t4(demo: Any) -> NodePool:
+    """A second node pool of the demo's resource pool: two 4-GPU T4 nodes."""
+    pool = node_pool_create(resource_pool=demo.resource_pool, name="T4", gpu_model="T4")
+    for i in (1, 2):
+        node_create(node_pool=pool, name=f"t4-{i}", gpus=4, cpu=32_000, memory=131_072)
+    return pool
+
+
+def restrict(admin: Any, name: str, *pools: NodePool) -> Quota:
+    """Set a quota's allowed node pools through the service."""
+    return quota_update(actor=admin, quota=Quota.objects.get(name=name), allowed_node_pools=pools)
+
+
+def allowed(name: str) -> list[str]:
+    """A quota's own allowed node pools, read from the database."""
+    return sorted(Quota.objects.get(name=name).allowed_node_pools.values_list("name", flat=True))

@@ -26,6 +26,8 @@ PAGES = [
     ("create_child", "get", "/quotas/{pk}/children/new/", 200),
     ("scale", "get", "/quotas/{pk}/scale/", 200),
     ("rebalance", "get", "/quotas/{pk}/rebalance/", 200),
+    ("node_pools", "get", "/quotas/{pk}/node-pools/", 200),
+    ("node_pools_post", "post", "/quotas/{pk}/node-pools/", 200),
     ("delete", "get", "/quotas/{pk}/delete/", 200),
     ("child_preemption", "post", "/quotas/{pk}/child-preemption/", 302),
 ]
