@@ -66,6 +66,7 @@ def tree_violations() -> list[str]:
             p = quotas[p].parent_id
         if q.parent_id and quotas[q.parent_id].resource_pool_id != q.resource_pool_id:
             problems.append(f"{q.name}'s parent is in another resource pool")
+    problems.extend(_pool_list_violations(quotas, mins))
     for np_id in node_pools:
         for r in ("gpu", "cpu", "memory"):
             roots = sum(mins.get((q.pk, np_id, r), 0) for q in quotas.values() if not q.parent_id)
@@ -79,6 +80,37 @@ def tree_violations() -> list[str]:
                 )
                 if kids > mins.get((parent.pk, np_id, r), 0):
                     problems.append(f"children of {parent.name} hold {kids} {r}")
+    return problems
+
+
+def _pool_list_violations(
+    quotas: dict[int, Quota], mins: dict[tuple[int, int, str], int]
+) -> list[str]:
+    """Children allowed pools their parent is not, and mins in pools a quota may not use."""
+    own: dict[int, set[int]] = {}
+    for quota_id, pool_id in Quota.allowed_node_pools.through.objects.values_list(
+        "quota_id", "nodepool_id"
+    ):
+        own.setdefault(quota_id, set()).add(pool_id)
+
+    def in_effect(pk: int | None) -> set[int] | None:
+        result: set[int] | None = None
+        while pk is not None:
+            if pk in own:
+                result = set(own[pk]) if result is None else result & own[pk]
+            pk = quotas[pk].parent_id
+        return result
+
+    problems = []
+    for q in quotas.values():
+        above = in_effect(q.parent_id)
+        if q.pk in own and above is not None and not own[q.pk] <= above:
+            problems.append(f"{q.name} allows a node pool its parent does not")
+        mine = in_effect(q.pk)
+        for (quota_id, pool_id, _), value in mins.items():
+            if quota_id == q.pk and value and mine is not None and pool_id not in mine:
+                problems.append(f"{q.name} guarantees a node pool it may not use")
+                break
     return problems
 
 

@@ -1,4 +1,5 @@
-"""Random sequences of quota changes never break the tree's sums; a refused change writes nothing.
+"""Random sequences of quota changes never break the tree's sums nor let a child allow a node
+pool its parent does not (or guarantee one it may not use); a refused change writes nothing.
 
 The invariants are checked from the rows (tests.quotas.builders.tree_violations), not by the
 service code under test. Each example runs in its own savepoint, rolled back at the end, so
@@ -17,9 +18,15 @@ from hypothesis import strategies as st
 from console.demo import Demo
 from console.errors import DomainError
 from quotas.amounts import Amounts
-from quotas.models import Quota, QuotaAudit
-from quotas.services.quotas import quota_create, quota_delete, quota_rebalance, quota_scale
-from tests.quotas.builders import dump, tree_violations
+from quotas.models import NodePool, Quota, QuotaAudit
+from quotas.services.quotas import (
+    quota_create,
+    quota_delete,
+    quota_rebalance,
+    quota_scale,
+    quota_update,
+)
+from tests.quotas.builders import add_t4, dump, tree_violations
 
 pytestmark = pytest.mark.django_db
 
@@ -32,6 +39,8 @@ OPS = st.one_of(
     st.tuples(st.just("scale"), PICK, GPU, st.none() | GPU),
     st.tuples(st.just("rebalance"), PICK, PICK, GPU),
     st.tuples(st.just("delete"), PICK),
+    st.tuples(st.just("scale_t4"), PICK, st.sampled_from([0, 2000, 4000])),
+    st.tuples(st.just("restrict"), PICK, st.sampled_from(["", "A100-80G", "T4", "A100-80G T4"])),
 )
 
 
@@ -68,6 +77,18 @@ def _apply(op: tuple[Any, ...], demo: Demo, admin: Any, serial: int) -> int:
             actor=admin, source=source, target=target, node_pool=demo.node_pool, gpu=gpu
         )
         return 2
+    if kind == "scale_t4":
+        _, pick, gpu = op
+        t4 = NodePool.objects.get(name="T4")
+        quota_scale(
+            actor=admin, quota=quotas[pick % len(quotas)], resources={t4: Amounts(min_gpu=gpu)}
+        )
+        return 1
+    if kind == "restrict":
+        _, pick, names = op
+        pools = list(NodePool.objects.filter(name__in=names.split()))
+        quota_update(actor=admin, quota=quotas[pick % len(quotas)], allowed_node_pools=pools)
+        return 1
     _, pick = op
     quota_delete(actor=admin, quota=quotas[pick % len(quotas)])
     return 1
@@ -83,6 +104,7 @@ def test_random_changes_keep_the_tree_sound_and_refusals_write_nothing(
     demo: Demo, admin: Any, ops: list[tuple[Any, ...]]
 ) -> None:
     with transaction.atomic():
+        add_t4(demo)
         for serial, op in enumerate(ops):
             before = dump()
             try:
@@ -106,4 +128,16 @@ def test_the_independent_checker_sees_broken_sums(demo: Demo) -> None:
         "Quota 1 max gpu below min",
         "roots hold 129000 gpu > capacity 128000",
         "children of Quota 1 hold 136000 gpu",
+    ]
+
+
+def test_the_independent_checker_sees_a_child_wider_than_its_parent(demo: Demo) -> None:
+    t4 = add_t4(demo)
+    demo.quotas["Quota 1"].allowed_node_pools.set([t4])
+    demo.quotas["Quota 1.1"].allowed_node_pools.set([demo.node_pool])
+    assert tree_violations() == [
+        "Quota 1 guarantees a node pool it may not use",
+        "Quota 1.1 allows a node pool its parent does not",
+        "Quota 1.1 guarantees a node pool it may not use",
+        "Quota 1.2 guarantees a node pool it may not use",
     ]
