@@ -147,3 +147,12 @@ def test_resources_compare_and_hash_by_value() -> None:
     assert a == b
     assert {a: "x"}[b] == "x"
     assert a != Resources(1000, 2, 4)
+
+
+def test_a_core_module_imported_before_load_keeps_the_process_pure() -> None:
+    code = (
+        "import json, jobs.scheduling.types, jobs.scheduling._loader as l\n"
+        "print(json.dumps([l.load(), l.load()]))\n"
+    )
+    first, again = _run(REPO, code)
+    assert first == again == "pure: jobs.scheduling.types was imported before load()"
