@@ -51,6 +51,7 @@ class CronExpr:
 
     def __init__(self, text: str, expanded: str) -> None:
         self.text = text
+        self.expanded = expanded  # macros spelled out, as cronsim reads it
         self.fields = expanded.split(" ")
         self._sim = CronSim(expanded, _EPOCH)
 
@@ -71,7 +72,7 @@ class CronExpr:
         """The first firing strictly after dt; None if none within cronsim's 50 years."""
         local = dt.astimezone(zone(tz))
         # From the second pass of a repeated hour, the wall-time walk may first give the first.
-        sim = CronSim(" ".join(self.fields), local)
+        sim = CronSim(self.expanded, local)
         return next((f for f in _utc(sim) if f > dt), None)
 
     def previous_at_or_before(self, dt: datetime, tz: str | ZoneInfo = "UTC") -> datetime | None:
@@ -84,7 +85,7 @@ class CronExpr:
             local += max((first or timedelta(0)) - (second or timedelta(0)), timedelta(0))
         # cronsim steps back a second before it looks, so start a second late to include dt.
         start = local.replace(microsecond=0) + _SECOND
-        sim = CronSim(" ".join(self.fields), start, reverse=True)
+        sim = CronSim(self.expanded, start, reverse=True)
         return next((f for f in _utc(sim) if f <= dt), None)
 
     def celery_fields(self) -> dict[str, str]:
