@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # The scheduling core compiled with mypyc into build/core (skipped while up to date, or when
-# TIDEPOOL_PURE_CORE=1). jobs/scheduling uses the build only while it matches the sources.
+# TIDEPOOL_PURE_CORE=1). jobs.scheduling._loader.load() uses it only while it matches the sources.
 core: install
 	$(BIN)/python tools/build_core.py
 

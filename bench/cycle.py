@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import OPENB_TRACES  # noqa: E402
-from jobs.scheduling import COMPILED  # noqa: E402
+from jobs.scheduling._loader import load  # noqa: E402
+
+COMPILED = load() == "compiled"  # before the core's modules are imported
 from jobs.scheduling.cycle import run_cycle  # noqa: E402
 from jobs.scheduling.types import (  # noqa: E402
     MILLI,

@@ -20,7 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.cycle import SIZES_A, build, openb_nodes, uniform_nodes  # noqa: E402
-from jobs.scheduling import COMPILED  # noqa: E402
+from jobs.scheduling._loader import load  # noqa: E402
+
+COMPILED = load() == "compiled"  # before the core's modules are imported
 from jobs.scheduling.cycle import run_cycle  # noqa: E402
 from jobs.scheduling.types import CycleResult, Snapshot, Workload  # noqa: E402
 

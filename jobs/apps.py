@@ -12,8 +12,12 @@ class JobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """In the distributed mode, a requested cycle or sync is a Celery task on a worker."""
+        """The compiled core if fresh; in the distributed mode, cycles and syncs go to Celery."""
         from django.conf import settings
+
+        from jobs.scheduling._loader import load
+
+        load()
 
         if settings.TIDEPOOL_RUNNER == "celery":
             from jobs.wakeup import cycle_queue, on_cycle_requested, on_sync_requested, sync_queue

@@ -1,41 +1,27 @@
-"""A small 5-field cron parser (minute hour day-of-month month day-of-week) with time zones.
+"""Cron rules through cronsim, with errors that name the field and reason, in a rule's time zone.
 
-Firings are computed in the rule's local wall time and returned as aware UTC datetimes.
-Daylight saving: a wall time that does not exist (spring forward) fires at the first valid
-instant after the gap, so a rule at 02:30 still fires that day; a wall time that happens twice
-(fall back) fires once, at its first occurrence (fold=0).
-
-Day-of-month and day-of-week follow Vixie cron: when both are restricted (neither starts with
-`*`), a day matching either counts; otherwise a day must match both.
+cronsim reads the five fields as Debian cron does (day-of-month OR day-of-week when neither
+starts with `*`) and, for a rule at a fixed minute and hour, handles daylight saving as Debian
+cron does: a wall time that does not exist fires at the end of the gap, and one that happens
+twice fires once, at its first occurrence. This module only adds what cronsim leaves to its
+callers: macros, user-facing messages, "strictly after" / "at or before" bounds across a fold,
+matching a wall time, and the fields as django-celery-beat's crontab reads them.
 """
 
 from __future__ import annotations
 
-import bisect
 import calendar
 import functools
 import re
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
 
 from console.errors import DomainError
 from console.numbers import is_digits
 
-# How far ahead (or back) a search looks before it gives up: five years of days.
-SEARCH_DAYS = 5 * 366
-
-MONTH_NAMES = {
-    name: number
-    for number, name in enumerate(
-        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"],
-        start=1,
-    )
-}
-WEEKDAY_NAMES = {
-    name: number for number, name in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])
-}
 MACROS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -45,128 +31,62 @@ MACROS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-
-
-@dataclass(frozen=True)
-class _Field:
-    """How to read one of the five fields."""
-
-    label: str
-    low: int
-    high: int
-    names: dict[str, int]
-
-
+# Each field's label, range and names, for messages only: cronsim does the parsing.
 FIELDS = (
-    _Field("minute", 0, 59, {}),
-    _Field("hour", 0, 23, {}),
-    _Field("day of month", 1, 31, {}),
-    _Field("month", 1, 12, MONTH_NAMES),
-    _Field("day of week", 0, 7, WEEKDAY_NAMES),
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day of month", 1, 31, ()),
+    ("month", 1, 12, tuple(m.lower() for m in calendar.month_abbr[1:])),
+    ("day of week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
 )
-
-_ITEM = re.compile(r"^(?P<range>\*|[^-/]+(?:-[^-/]+)?)(?:/(?P<step>[^/]*))?$")
-# The item shapes Celery's crontab parser reads the same way we do.
+CELERY_KEYS = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+# The item shapes Celery's crontab parser reads the same way cron does.
 _CELERY_ITEM = re.compile(r"^(\*|\d+-\d+)(/\d+)?$|^\d+$")
+_EPOCH = datetime(2000, 1, 1)
+_SECOND = timedelta(seconds=1)
 
 
-@dataclass(frozen=True)
 class CronExpr:
-    """A parsed cron expression: the set of values each field allows."""
+    """A checked 5-field cron expression; firings come back as aware UTC datetimes."""
 
-    text: str
-    fields: tuple[str, str, str, str, str]
-    minutes: tuple[int, ...]
-    hours: tuple[int, ...]
-    days: frozenset[int]
-    months: frozenset[int]
-    weekdays: frozenset[int]  # 0 = Sunday … 6 = Saturday
-    dom_restricted: bool
-    dow_restricted: bool
+    def __init__(self, text: str, expanded: str) -> None:
+        self.text = text
+        self.expanded = expanded  # macros spelled out, as cronsim reads it
+        self.fields = expanded.split(" ")
+        self._sim = CronSim(expanded, _EPOCH)
 
     def __str__(self) -> str:
         return self.text
 
-    def matches_day(self, day: date) -> bool:
-        """Whether the rule fires at some time on this (local) date."""
-        if day.month not in self.months:
-            return False
-        dom = day.day in self.days
-        dow = (day.isoweekday() % 7) in self.weekdays
-        if self.dom_restricted and self.dow_restricted:
-            return dom or dow
-        return dom and dow
-
     def matches(self, dt: datetime) -> bool:
-        """Whether the rule fires at this wall time (its own fields; seconds are ignored)."""
-        return dt.minute in self.minutes and dt.hour in self.hours and self.matches_day(dt.date())
+        """Whether the rule fires at this wall time (seconds are ignored)."""
+        sim = self._sim
+        return (
+            dt.minute in sim.minutes
+            and dt.hour in sim.hours
+            and dt.month in sim.months
+            and sim.match_day(dt.date())
+        )
 
     def next_after(self, dt: datetime, tz: str | ZoneInfo = "UTC") -> datetime | None:
-        """The first firing strictly after dt, in UTC; None if none within five years."""
-        zone_info = zone(tz) if isinstance(tz, str) else tz
-        local = dt.astimezone(zone_info)
-        start_wall = local.replace(tzinfo=None, second=0, microsecond=0)
-        day = start_wall.date()
-        for _ in range(SEARCH_DAYS):
-            if self.matches_day(day):
-                for wall in self._walls(day, start_wall if day == start_wall.date() else None):
-                    fired = resolve(wall, zone_info)
-                    if fired > dt:
-                        return fired
-            day = self._next_candidate_day(day)
-        return None
+        """The first firing strictly after dt; None if none within cronsim's 50 years."""
+        local = dt.astimezone(zone(tz))
+        # From the second pass of a repeated hour, the wall-time walk may first give the first.
+        sim = CronSim(self.expanded, local)
+        return next((f for f in _utc(sim) if f > dt), None)
 
     def previous_at_or_before(self, dt: datetime, tz: str | ZoneInfo = "UTC") -> datetime | None:
-        """The last firing at or before dt, in UTC; None if none within five years."""
-        zone_info = zone(tz) if isinstance(tz, str) else tz
-        local = dt.astimezone(zone_info)
-        end_wall = local.replace(tzinfo=None, second=0, microsecond=0)
+        """The last firing at or before dt; None if none within cronsim's 50 years."""
+        local = dt.astimezone(zone(tz))
         if local.fold:
-            # dt is the second pass through a repeated hour: the first pass's wall times up to
-            # one offset change later are still at or before it.
-            first = local.replace(fold=0).utcoffset() or timedelta(0)
-            second = local.utcoffset() or timedelta(0)
-            end_wall += max(first - second, timedelta(0))
-        day = end_wall.date()
-        for _ in range(SEARCH_DAYS):
-            if self.matches_day(day):
-                limit = end_wall if day == end_wall.date() else None
-                for wall in reversed(list(self._walls(day, None, limit))):
-                    fired = resolve(wall, zone_info)
-                    if fired <= dt:
-                        return fired
-            day -= timedelta(days=1)
-        return None
-
-    def _walls(
-        self, day: date, start: datetime | None = None, end: datetime | None = None
-    ) -> Iterator[datetime]:
-        """The day's firing wall times in order, from start and up to end (inclusive)."""
-        hours: tuple[int, ...] = self.hours
-        if start is not None:
-            hours = hours[bisect.bisect_left(hours, start.hour) :]
-        if end is not None:
-            hours = hours[: bisect.bisect_right(hours, end.hour)]
-        for hour in hours:
-            minutes: tuple[int, ...] = self.minutes
-            if start is not None and hour == start.hour:
-                minutes = minutes[bisect.bisect_left(minutes, start.minute) :]
-            if end is not None and hour == end.hour:
-                minutes = minutes[: bisect.bisect_right(minutes, end.minute)]
-            for minute in minutes:
-                yield datetime(day.year, day.month, day.day, hour, minute)
-
-    def _next_candidate_day(self, day: date) -> date:
-        """The next day, jumping straight to the 1st of the next month the rule allows."""
-        following = day + timedelta(days=1)
-        if following.month in self.months:
-            return following
-        year, month = following.year, following.month
-        for _ in range(12):
-            year, month = (year + 1, 1) if month == 12 else (year, month + 1)
-            if month in self.months:
-                return date(year, month, 1)
-        return following  # unreachable: months is never empty
+            # The second pass of a repeated hour: the first pass's wall times up to one offset
+            # change later are still at or before dt, so start the walk back from there.
+            first, second = local.replace(fold=0).utcoffset(), local.utcoffset()
+            local += max((first or timedelta(0)) - (second or timedelta(0)), timedelta(0))
+        # cronsim steps back a second before it looks, so start a second late to include dt.
+        start = local.replace(microsecond=0) + _SECOND
+        sim = CronSim(self.expanded, start, reverse=True)
+        return next((f for f in _utc(sim) if f <= dt), None)
 
     def celery_fields(self) -> dict[str, str]:
         """The fields as django-celery-beat's CrontabSchedule reads them (a superset of firings).
@@ -174,40 +94,48 @@ class CronExpr:
         Celery ANDs day-of-month with day-of-week, so under the OR rule both become `*` and the
         scaling service, which checks the real expression, decides whether a tick fires.
         """
-        minute, hour, dom, month, dow = (
-            self._celery_field(i, values)
-            for i, values in enumerate(
-                (self.minutes, self.hours, self.days, self.months, self.weekdays)
-            )
+        sim = self._sim
+        sets: tuple[Collection[object], ...] = (
+            sim.minutes,
+            sim.hours,
+            sim.days,
+            sim.months,
+            sim.weekdays,
         )
-        if self.dom_restricted and self.dow_restricted:
-            dom, dow = "*", "*"
-        return {
-            "minute": minute,
-            "hour": hour,
-            "day_of_month": dom,
-            "month_of_year": month,
-            "day_of_week": dow,
-        }
-
-    def _celery_field(self, index: int, values: Collection[int]) -> str:
-        """One field in a form Celery parses the same way: as written, or the expanded list."""
-        text = self.fields[index]
-        spec = FIELDS[index]
-        if text == "*":
-            return text
-        plain = all(_CELERY_ITEM.match(item) for item in text.split(","))
-        has_seven = index == 4 and any(n == "7" for n in re.findall(r"\d+", text))
-        if plain and not has_seven:
-            return text
-        full = set(range(7)) if index == 4 else set(range(spec.low, spec.high + 1))
-        if set(values) == full:
-            return "*"
-        return ",".join(str(v) for v in sorted(values))
+        fields = [
+            _celery_field(i, text, values)
+            for i, (text, values) in enumerate(zip(self.fields, sets, strict=True))
+        ]
+        if not sim.day_and:
+            fields[2] = fields[4] = "*"
+        return dict(zip(CELERY_KEYS, fields, strict=True))
 
 
-def zone(name: str, *, field: str = "timezone") -> ZoneInfo:
+def _utc(sim: CronSim) -> Iterator[datetime]:
+    """cronsim's firings in UTC, where comparisons ignore fold (PEP 495)."""
+    return (fired.astimezone(UTC) for fired in sim)
+
+
+def _celery_field(index: int, text: str, values: Collection[object]) -> str:
+    """One field in a form Celery parses the same way: as written, or the expanded list."""
+    if text == "*":
+        return text
+    if any(not isinstance(v, int) or v < 0 for v in values):
+        return "*"  # L, LW and # have no crontab form: beat ticks more often, the rule decides
+    numbers = {v % 7 if index == 4 else v for v in values if isinstance(v, int)}
+    plain = all(_CELERY_ITEM.match(item) for item in text.split(","))
+    if plain and not (index == 4 and "7" in re.findall(r"\d+", text)):
+        return text
+    _, low, high, _ = FIELDS[index]
+    if numbers == set(range(low, min(high, 6) + 1 if index == 4 else high + 1)):
+        return "*"
+    return ",".join(str(v) for v in sorted(numbers))
+
+
+def zone(name: str | ZoneInfo, *, field: str = "timezone") -> ZoneInfo:
     """The IANA time zone of that name, or a DomainError on field."""
+    if isinstance(name, ZoneInfo):
+        return name
     if not name or not name.strip():
         raise DomainError("Choose a time zone, such as UTC or Asia/Shanghai.", field=field)
     try:
@@ -220,22 +148,9 @@ def zone(name: str, *, field: str = "timezone") -> ZoneInfo:
         ) from None
 
 
-def resolve(wall: datetime, tz: ZoneInfo) -> datetime:
-    """The UTC instant of a naive local wall time: fold=0 if repeated, gap end if missing."""
-    first = wall.replace(tzinfo=tz).astimezone(UTC)
-    if first.astimezone(tz).replace(tzinfo=None) == wall:
-        return first
-    # In a gap fold=0 uses the offset from before the change, so `first` lies after the
-    # transition and fold=1 before it; the transition is the first instant past the wall time.
-    low = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
-    high = first
-    while high - low > timedelta(seconds=1):
-        middle = low + (high - low) / 2
-        if middle.astimezone(tz).replace(tzinfo=None) > wall:
-            high = middle
-        else:
-            low = middle
-    return high.replace(microsecond=0)
+def parse(expr: str, *, field: str = "cron") -> CronExpr:
+    """Parse a 5-field cron expression; a DomainError on field names the bad part and why."""
+    return _parse(expr, field)
 
 
 @functools.lru_cache(maxsize=512)
@@ -243,104 +158,62 @@ def _parse(expr: str, field: str) -> CronExpr:
     text = " ".join(expr.split())
     if not text:
         raise DomainError("Enter a cron expression, such as 0 8 * * *.", field=field)
-    expanded = MACROS.get(text.lower(), text)
-    parts = expanded.split(" ")
+    parts = MACROS.get(text.lower(), text).split(" ")
     if len(parts) != 5:
         raise DomainError(
             f"A cron expression has 5 fields (minute hour day-of-month month day-of-week); "
             f"{text!r} has {len(parts)}.",
             field=field,
         )
-    sets = [_parse_field(part, spec, field) for part, spec in zip(parts, FIELDS, strict=True)]
-    weekdays = frozenset(0 if d == 7 else d for d in sets[4])
-    cron = CronExpr(
-        text=text,
-        fields=(parts[0], parts[1], parts[2], parts[3], parts[4]),
-        minutes=tuple(sorted(sets[0])),
-        hours=tuple(sorted(sets[1])),
-        days=frozenset(sets[2]),
-        months=frozenset(sets[3]),
-        weekdays=weekdays,
-        dom_restricted=not parts[2].startswith("*"),
-        dow_restricted=not parts[4].startswith("*"),
-    )
-    _check_reachable(cron, field)
-    return cron
+    try:
+        return CronExpr(text, " ".join(parts))
+    except (CronSimError, ValueError):
+        raise DomainError(_reason(text, parts), field=field) from None
 
 
-def parse(expr: str, *, field: str = "cron") -> CronExpr:
-    """Parse a 5-field cron expression; a DomainError on field names the bad part."""
-    return _parse(expr, field)
+def _reason(text: str, parts: list[str]) -> str:
+    """Why cronsim refused the expression, naming the first bad field."""
+    for index, part in enumerate(parts):
+        probe = ["*"] * 5
+        probe[index] = part
+        try:
+            CronSim(" ".join(probe), _EPOCH)
+        except (CronSimError, ValueError):
+            label, low, high, names = FIELDS[index]
+            problem = _field_problem(part, label, low, high, names)
+            return problem or f"{label} {part!r} is not a valid value."
+    day = min(d for d in CronSim(f"0 0 {parts[2]} * *", _EPOCH).days if d > 0)
+    months = CronSim(f"0 0 1 {parts[3]} *", _EPOCH).months
+    spelled = ", ".join(calendar.month_name[m] for m in sorted(months))
+    return f"{text!r} never fires: no day {day} in {spelled}."
 
 
-def _parse_field(text: str, spec: _Field, field: str) -> set[int]:
-    """Expand one field (`*`, lists, ranges, steps, names) to its values."""
-    values: set[int] = set()
+def _field_problem(
+    text: str, label: str, low: int, high: int, names: tuple[str, ...]
+) -> str | None:
+    """What is wrong with one field's text that cronsim refused, if it is a common mistake."""
     for item in text.split(","):
         if not item:
-            raise DomainError(f"{spec.label} {text!r} has an empty list item.", field=field)
-        match = _ITEM.match(item)
-        if not match:
-            raise DomainError(f"{spec.label} {item!r} is not a valid value.", field=field)
-        span, step_text = match.group("range"), match.group("step")
-        if span == "*":
-            low, high = spec.low, spec.high
-            if spec.label == "day of week":
-                high = 6
-        elif "-" in span:
-            start, end = span.split("-")
-            low, high = _value(start, spec, field), _value(end, spec, field)
-            if low > high:
-                raise DomainError(
-                    f"{spec.label} range {span} goes backwards ({low} is after {high}).",
-                    field=field,
-                )
-        else:
-            low = _value(span, spec, field)
-            # `5/15` means from 5 to the end, every 15 (as most crons read it).
-            high = spec.high if step_text is not None else low
-        step = 1
-        if step_text is not None:
-            if not is_digits(step_text):
-                raise DomainError(
-                    f"{spec.label} step {step_text!r} in {item!r} is not a whole number.",
-                    field=field,
-                )
-            step = int(step_text)
-            if step < 1:
-                raise DomainError(
-                    f"{spec.label} step in {item!r} must be at least 1.",
-                    field=field,
-                )
-        values.update(range(low, high + 1, step))
-    return values
-
-
-def _value(token: str, spec: _Field, field: str) -> int:
-    """One number or name of a field, checked against its range."""
-    lowered = token.lower()
-    if lowered in spec.names:
-        return spec.names[lowered]
-    if not is_digits(token):
-        hint = f" (names: {', '.join(spec.names)})" if spec.names else ""
-        raise DomainError(f"{spec.label} {token!r} is not a number{hint}.", field=field)
-    number = int(token)
-    if not spec.low <= number <= spec.high:
-        raise DomainError(
-            f"{spec.label} {number} is out of range {spec.low}-{spec.high}.", field=field
-        )
-    return number
-
-
-def _check_reachable(cron: CronExpr, field: str) -> None:
-    """Refuse an expression that can never fire, such as `0 0 31 2 *`."""
-    if cron.dow_restricted and not cron.dom_restricted:
-        return  # some weekday always falls on an allowed day of an allowed month
-    if cron.dow_restricted and cron.dom_restricted:
-        return  # OR: any allowed weekday will do
-    longest = max(calendar.monthrange(2024, month)[1] for month in cron.months)
-    if min(cron.days) > longest:
-        months = ", ".join(calendar.month_name[m] for m in sorted(cron.months))
-        raise DomainError(
-            f"{cron.text!r} never fires: no day {min(cron.days)} in {months}.", field=field
-        )
+            return f"{label} {text!r} has an empty list item."
+        span, slash, step = item.partition("/")
+        if slash and not is_digits(step):
+            return f"{label} step {step!r} in {item!r} is not a whole number."
+        if slash and int(step) < 1:
+            return f"{label} step in {item!r} must be at least 1."
+        ends = [] if span == "*" else span.split("-")
+        if len(ends) > 2:
+            return f"{label} {item!r} is not a valid value."
+        values = []
+        for end in ends:
+            if end.lower() in names:
+                values.append(names.index(end.lower()) + low)
+            elif not is_digits(end):
+                hint = f" (names: {', '.join(names)})" if names else ""
+                return f"{label} {end!r} is not a number{hint}."
+            elif not low <= int(end) <= high:
+                return f"{label} {int(end)} is out of range {low}-{high}."
+            else:
+                values.append(int(end))
+        if len(values) == 2 and values[0] > values[1]:
+            return f"{label} range {span} goes backwards ({values[0]} is after {values[1]})."
+    return None

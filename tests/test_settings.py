@@ -1,4 +1,4 @@
-"""Production settings are safe to deploy and refuse to start without a secret."""
+"""Production settings are safe to deploy; DATABASE_URL keeps its options (dj-database-url)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from console.settings.base import database
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,3 +47,55 @@ def test_production_settings_refuse_to_start_without_secret_key() -> None:
     result = _manage("check", DJANGO_SETTINGS_MODULE="console.settings.production")
     assert result.returncode != 0
     assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_database_url_keeps_sslmode_and_other_options() -> None:
+    config = database("postgres://tp:s%40cret@db.example:6432/tidepool?sslmode=verify-full")
+    assert config["ENGINE"] == "django.db.backends.postgresql"
+    assert (config["USER"], config["PASSWORD"], config["HOST"], config["PORT"]) == (
+        "tp",
+        "s@cret",
+        "db.example",
+        6432,
+    )
+    assert config["NAME"] == "tidepool"
+    assert config["OPTIONS"] == {"sslmode": "verify-full"}
+
+
+def test_postgres_connections_last_a_minute_and_are_checked_before_reuse() -> None:
+    config = database("postgresql://tp@127.0.0.1/tidepool")
+    assert (config["CONN_MAX_AGE"], config["CONN_HEALTH_CHECKS"]) == (60, True)
+
+
+def test_connection_age_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_CONN_MAX_AGE", "0")
+    assert database("postgres://tp@127.0.0.1/tidepool")["CONN_MAX_AGE"] == 0
+
+
+def test_a_pooled_url_turns_persistent_connections_off() -> None:
+    config = database("postgres://tp@127.0.0.1/tidepool?pool=true")
+    assert (config["OPTIONS"], config["CONN_MAX_AGE"]) == ({"pool": True}, 0)
+
+
+def test_without_a_url_sqlite_keeps_its_embedded_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SQLITE_PATH", "/tmp/tp.sqlite3")
+    for config in (database(""), database("sqlite:////tmp/tp.sqlite3")):
+        assert config["ENGINE"] == "console.sqlite"
+        assert config["NAME"] == "/tmp/tp.sqlite3"
+        assert config["CONN_MAX_AGE"] is None
+        assert config["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+        assert "journal_mode=WAL" in config["OPTIONS"]["init_command"]
+
+
+def test_sslmode_survives_into_the_loaded_settings() -> None:
+    result = _manage(
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.DATABASES['default']['OPTIONS'])",
+        DJANGO_SETTINGS_MODULE="console.settings.test",
+        DATABASE_URL="postgres://tp@db.example/tidepool?sslmode=require",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "{'sslmode': 'require'}"

@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import jobs.scheduling as core  # noqa: E402
+import jobs.scheduling._loader as core  # noqa: E402
 
 C_DIR = REPO / "build" / "core-c"
 # The core is strict-typed on its own; the project's mypy config would load the Django plugin.
@@ -25,7 +25,7 @@ MYPY_CONFIG = "[mypy]\npython_version = 3.11\nstrict = True\n"
 
 def main() -> int:
     """Build unless the stamp already matches the sources; exit 1 if compilation fails."""
-    if core.STATUS.startswith("pure: TIDEPOOL_PURE_CORE"):
+    if core.pure_forced():
         print("core: not compiled, TIDEPOOL_PURE_CORE is set")
         return 0
     digest = core.sources_digest()

@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 
+from console.admin import ReadOnlyAdmin
 from workspaces.models import Membership, ResourceUsageRule, Workspace, WorkspaceQuota
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Lists rows but changes none: edits would skip the services' checks and permission sync."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Add through the console."""
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Change through the console."""
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Delete through the console."""
-        return False
 
 
 @admin.register(Workspace)
@@ -40,6 +22,8 @@ class MembershipAdmin(ReadOnlyAdmin):
 
     list_display = ("workspace", "user", "role")
     list_filter = ("role", "workspace")
+    list_select_related = ("workspace", "user")
+    search_fields = ("workspace__name", "user__username")
 
 
 @admin.register(WorkspaceQuota)
@@ -47,6 +31,9 @@ class WorkspaceQuotaAdmin(ReadOnlyAdmin):
     """Quota bindings."""
 
     list_display = ("workspace", "quota")
+    list_filter = ("workspace",)
+    list_select_related = ("workspace", "quota")
+    search_fields = ("workspace__name", "quota__name")
 
 
 @admin.register(ResourceUsageRule)
@@ -54,3 +41,6 @@ class ResourceUsageRuleAdmin(ReadOnlyAdmin):
     """Resource-usage rules."""
 
     list_display = ("workspace", "quota", "role", "max_gpus", "max_priority")
+    list_filter = ("role", "workspace")
+    list_select_related = ("workspace", "quota")
+    search_fields = ("workspace__name", "quota__name")

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import dj_database_url
 import plotly
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -80,11 +81,13 @@ TEMPLATES = [
     },
 ]
 
-DATABASES: dict[str, dict[str, Any]] = {
-    "default": {
+
+def sqlite(name: str) -> dict[str, Any]:
+    """The embedded database: SQLite at that path, tuned for one busy process."""
+    return {
         # Django's SQLite backend, with this process's writers queued (console/sqlite).
         "ENGINE": "console.sqlite",
-        "NAME": env("SQLITE_PATH", str(BASE_DIR / "tidepool.sqlite3")),
+        "NAME": name,
         # WAL lets pages read while the control loop writes; IMMEDIATE takes the write lock
         # up front, so concurrent writers wait instead of failing with "database is locked".
         "OPTIONS": {
@@ -96,23 +99,33 @@ DATABASES: dict[str, dict[str, Any]] = {
         # instead of opening (and re-running init_command) for every request.
         "CONN_MAX_AGE": None,
     }
-}
-if env("DATABASE_URL", ""):
-    from urllib.parse import urlparse
 
-    _url = urlparse(env("DATABASE_URL", ""))
-    DATABASES["default"] = {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": _url.path.lstrip("/"),
-        "USER": _url.username or "",
-        "PASSWORD": _url.password or "",
-        "HOST": _url.hostname or "",
-        "PORT": str(_url.port or ""),
-        # Each web thread and worker keeps its connection (a new one cost about an eighth of
-        # a submit's time), checked before reuse so a restarted server costs no request.
-        "CONN_MAX_AGE": int(env("DATABASE_CONN_MAX_AGE", "60")),
-        "CONN_HEALTH_CHECKS": True,
-    }
+
+def database(url: str) -> dict[str, Any]:
+    """The default database: embedded SQLite, or what a DATABASE_URL names (dj-database-url).
+
+    The URL's query string becomes OPTIONS, so `?sslmode=verify-full&sslrootcert=…` reaches
+    psycopg and `?pool=true` turns on psycopg's connection pool.
+    """
+    if not url:
+        return sqlite(env("SQLITE_PATH", str(BASE_DIR / "tidepool.sqlite3")))
+    config: dict[str, Any] = dict(
+        dj_database_url.parse(
+            url,
+            # Each web thread and worker keeps its connection (a new one cost about an eighth
+            # of a submit's time), checked before reuse so a restarted server costs no request.
+            conn_max_age=int(env("DATABASE_CONN_MAX_AGE", "60")),
+            conn_health_checks=True,
+        )
+    )
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        return sqlite(config["NAME"])
+    if config.get("OPTIONS", {}).get("pool"):
+        config["CONN_MAX_AGE"] = 0  # the pool keeps the connections; Django refuses both
+    return config
+
+
+DATABASES = {"default": database(env("DATABASE_URL", ""))}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -6,9 +6,13 @@ import argparse
 import json
 import sys
 
-from .cycle import run_cycle
-from .scenario import load_scenario, render_result
-from .types import ScenarioError
+from ._loader import load
+
+load()  # the compiled core, if fresh, before any core module is imported
+
+from .cycle import run_cycle  # noqa: E402
+from .scenario import load_scenario, render_result  # noqa: E402
+from .types import ScenarioError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

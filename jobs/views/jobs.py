@@ -6,7 +6,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.db.models import Case, F, FloatField, QuerySet, Value, When
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -14,9 +14,9 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from console.errors import DomainError
-from console.numbers import is_digits
 from jobs import selectors
 from jobs.choices import Kind, Status
+from jobs.filters import DEFAULT_SORT, JobFilter
 from jobs.forms import JobSubmitForm
 from jobs.models import Workload
 from jobs.services.workloads import Shape, job_submit, workload_cancel
@@ -33,19 +33,6 @@ from jobs.views import (
 from workspaces.roles import SUBMIT
 
 PAGE_SIZE = 50
-QUOTA_FILTERS = {"in": True, "not": False}
-# ?sort= value → order_by terms; a leading "-" on the value reverses it.
-SORTS: dict[str, tuple[str, ...]] = {
-    "name": ("name",),
-    "owner": ("owner__username", "-submitted_at"),
-    "gpus": ("total_gpus", "-submitted_at"),
-    "priority": ("priority", "-submitted_at"),
-    "status": ("status", "-submitted_at"),
-    "quota": ("in_quota", "-submitted_at"),
-    "restarts": ("restarts", "-submitted_at"),
-    "progress": ("progress_ratio", "-submitted_at"),
-    "age": ("-submitted_at", "-id"),
-}
 COLUMNS = (
     ("name", "Name", ""),
     ("owner", "Owner", ""),
@@ -59,29 +46,6 @@ COLUMNS = (
 )
 
 
-def _reverse(terms: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(t[1:] if t.startswith("-") else f"-{t}" for t in terms)
-
-
-def _sorted(queryset: QuerySet[Workload], sort: str) -> QuerySet[Workload]:
-    """Order by a column; GPUs and progress are computed in SQL so any page sorts correctly."""
-    key = sort.lstrip("-")
-    terms = SORTS.get(key, SORTS["age"])
-    if sort.startswith("-"):
-        terms = _reverse(terms)
-    if key == "gpus":
-        queryset = queryset.annotate(total_gpus=F("gpu") * F("replicas"))
-    if key == "progress":
-        queryset = queryset.annotate(
-            progress_ratio=Case(
-                When(total_work__gt=0, then=F("progress") / F("total_work")),
-                default=Value(0.0),
-                output_field=FloatField(),
-            )
-        )
-    return queryset.order_by(*terms, "-id")
-
-
 class JobListView(WorkspacePageMixin, TemplateView):
     """The workspace's training jobs: filter by status, owner and quota; sort; 50 a page."""
 
@@ -92,29 +56,17 @@ class JobListView(WorkspacePageMixin, TemplateView):
         """One count, one page of rows with pods, the owners: a fixed number of queries."""
         context = super().get_context_data(**kwargs)
         context.update(self.workspace_context())
-        params = self.request.GET
-        jobs = selectors.workspace_workloads(self.workspace, Kind.TRAINING)
-        status = params.get("status", "")
-        if status in Status.values:
-            jobs = jobs.filter(status=status)
-        owner = params.get("owner", "")
-        if is_digits(owner):
-            jobs = jobs.filter(owner_id=int(owner))
-        quota = params.get("quota", "")
-        if quota in QUOTA_FILTERS:
-            jobs = jobs.filter(in_quota=QUOTA_FILTERS[quota])
-        sort = params.get("sort", "age")
-        if sort.lstrip("-") not in SORTS:
-            sort = "age"
-        total = jobs.count()
-        pages = max((total + PAGE_SIZE - 1) // PAGE_SIZE, 1)
-        page = params.get("page", "1")
-        number = min(max(int(page), 1), pages) if is_digits(page) else 1
-        start = (number - 1) * PAGE_SIZE
-        rows = selectors.workload_rows(_sorted(jobs, sort), start, start + PAGE_SIZE)
+        found = JobFilter(
+            self.request.GET, selectors.workspace_workloads(self.workspace, Kind.TRAINING)
+        )
+        paginator = Paginator(found.qs, PAGE_SIZE)
+        page = paginator.get_page(self.request.GET.get("page"))
+        start = (page.number - 1) * PAGE_SIZE
+        rows = selectors.workload_rows(found.qs, start, start + PAGE_SIZE)
+        kept = found.given
+        sort = kept.pop("sort", DEFAULT_SORT)
+        number, pages = page.number, paginator.num_pages
         moment = now()
-        filters = {"status": status, "owner": owner, "quota": quota}
-        kept = {k: v for k, v in filters.items() if v}
 
         def link(**changes: Any) -> str:
             query = {**kept, "sort": sort, **changes}
@@ -122,7 +74,7 @@ class JobListView(WorkspacePageMixin, TemplateView):
 
         context.update(
             rows=[row(w, moment) for w in rows],
-            total=total,
+            total=paginator.count,
             page=number,
             pages=pages,
             prev_link=link(page=number - 1) if number > 1 else None,
@@ -137,7 +89,8 @@ class JobListView(WorkspacePageMixin, TemplateView):
                 )
                 for key, label, css in COLUMNS
             ],
-            filters=filters,
+            filters=kept,
+            filter_problems=found.problems,
             sort=sort,
             statuses=Status.values,
             owners=selectors.workload_owners(self.workspace, Kind.TRAINING),

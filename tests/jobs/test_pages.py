@@ -226,6 +226,28 @@ def test_list_sorts_by_each_column(bob, submit, login) -> None:
     assert order("nonsense") == ["big", "small"]
 
 
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ({"status": "Bogus"}, "Status: Select a valid choice. Bogus is not one of"),
+        ({"owner": "abc"}, "Owner: Enter a whole number."),
+        ({"owner": "9" * 30}, "Owner: Ensure this value is less than or equal to"),
+        ({"quota": "maybe"}, "Idle Resources: Select a valid choice."),
+        ({"sort": "nonsense"}, "Sort: Select a valid choice."),
+    ],
+    ids=["status", "owner-text", "owner-huge", "quota", "sort"],
+)
+def test_list_reports_a_bad_filter_and_leaves_it_out(
+    params: dict[str, str], problem: str, bob, submit, login
+) -> None:
+    submit(bob, "a", replicas=1)
+    response = login(bob).get(reverse("jobs:job_list", args=[WS]), {**params, "page": "x"})
+    assert response.status_code == 200
+    assert [r.workload.name for r in response.context["rows"]] == ["a"]
+    assert any(p.startswith(problem) for p in response.context["filter_problems"])
+    assert 'data-testid="filter-problems"' in response.content.decode()
+
+
 def test_list_paginates_by_50(bob, demo, login, clock) -> None:
     _many(bob, demo, 60, clock)
     client = login(bob)

@@ -1,4 +1,8 @@
-"""The compiled core (`make core`) is used only while it matches the sources; pure otherwise."""
+"""The compiled core (`make core`) is used only while it matches the sources; pure otherwise.
+
+Importing the core alone never looks at the build: `_loader.load()`, which the jobs app and the
+core's command line call at start, does.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-import jobs.scheduling as core
+import jobs.scheduling._loader as core
 from jobs.scheduling.types import Resources
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,28 +25,50 @@ EXPECTED = bool(os.environ.get("TIDEPOOL_EXPECT_COMPILED")) and not os.environ.g
     "TIDEPOOL_PURE_CORE"
 )
 
+# pytest-django has set Django up, so the jobs app's ready() has already decided.
+STATUS = core.load()
 needs_build = pytest.mark.skipif(
-    not core.COMPILED and not EXPECTED, reason=f"no compiled core in use ({core.STATUS})"
+    STATUS != "compiled" and not EXPECTED, reason=f"no compiled core in use ({STATUS})"
 )
 
 PROBE = (
-    "import json, jobs.scheduling as c, jobs.scheduling.cycle as cy, "
-    "jobs.scheduling.preemption.base as b\n"
-    "print(json.dumps([c.STATUS, cy.__file__, b.__file__]))\n"
+    "import json, jobs.scheduling._loader as l\n"
+    "status = l.load()\n"
+    "import jobs.scheduling.cycle as cy, jobs.scheduling.preemption.base as b\n"
+    "print(json.dumps([status, cy.__file__, b.__file__]))\n"
+)
+# Importing the core alone: which files it opens, and whether the loader ran.
+PLAIN = (
+    "import json, sys\n"
+    "opened = []\n"
+    "sys.addaudithook(lambda e, a: opened.append(str(a[0])) if e == 'open' else None)\n"
+    "import jobs.scheduling.cycle as cy, jobs.scheduling.preemption.base as b\n"
+    "print(json.dumps(['jobs.scheduling._loader' in sys.modules, cy.__file__, opened]))\n"
 )
 
 
-def _probe(root: Path, **env: str) -> tuple[str, str, str]:
+def _run(root: Path, code: str, **env: str) -> Any:
     out = subprocess.run(
-        [sys.executable, "-c", PROBE],
+        [sys.executable, "-c", code],
         cwd=root,
         capture_output=True,
         text=True,
         check=True,
         env={"PYTHONPATH": str(root), **env},
     )
-    status, cycle_file, base_file = json.loads(out.stdout)
+    return json.loads(out.stdout)
+
+
+def _probe(root: Path, **env: str) -> tuple[str, str, str]:
+    status, cycle_file, base_file = _run(root, PROBE, **env)
     return status, cycle_file, base_file
+
+
+def test_importing_the_core_reads_no_stamp_and_runs_no_loader() -> None:
+    loaded, cycle_file, opened = _run(REPO, PLAIN)
+    assert not loaded
+    assert cycle_file == str(REPO / "jobs" / "scheduling" / "cycle.py")
+    assert not [name for name in opened if Path(name).is_relative_to(core.BUILD)]
 
 
 def test_status_follows_the_stamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,12 +87,12 @@ def test_status_follows_the_stamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_digest_covers_every_compiled_module_but_not_the_loader() -> None:
     names = {p.relative_to(core.PACKAGE).as_posix() for p in core.compiled_sources()}
     assert {"cycle.py", "types.py", "preemption/__init__.py", "preemption/base.py"} <= names
-    assert not names & {"__init__.py", "__main__.py"}
+    assert not names & {"__init__.py", "__main__.py", "_loader.py"}
 
 
 @needs_build
 def test_fresh_build_is_loaded_and_an_edited_source_falls_back_to_pure(tmp_path: Path) -> None:
-    assert core.COMPILED, core.STATUS
+    assert STATUS == "compiled", STATUS
     (tmp_path / "jobs").mkdir()
     shutil.copy(REPO / "jobs" / "__init__.py", tmp_path / "jobs" / "__init__.py")
     shutil.copytree(
@@ -79,6 +106,8 @@ def test_fresh_build_is_loaded_and_an_edited_source_falls_back_to_pure(tmp_path:
     assert status == "compiled"
     assert Path(cycle_file).is_relative_to(tmp_path / "build" / "core")
     assert cycle_file.endswith(".so") and base_file.endswith(".so")
+    # without load(), even a fresh build is not used
+    assert _run(tmp_path, PLAIN)[1] == str(tmp_path / "jobs" / "scheduling" / "cycle.py")
 
     status, cycle_file, _ = _probe(tmp_path, TIDEPOOL_PURE_CORE="1")
     assert status == "pure: TIDEPOOL_PURE_CORE is set"
@@ -118,3 +147,12 @@ def test_resources_compare_and_hash_by_value() -> None:
     assert a == b
     assert {a: "x"}[b] == "x"
     assert a != Resources(1000, 2, 4)
+
+
+def test_a_core_module_imported_before_load_keeps_the_process_pure() -> None:
+    code = (
+        "import json, jobs.scheduling.types, jobs.scheduling._loader as l\n"
+        "print(json.dumps([l.load(), l.load()]))\n"
+    )
+    first, again = _run(REPO, code)
+    assert first == again == "pure: jobs.scheduling.types was imported before load()"
