@@ -2,9 +2,11 @@
 
 Permissions are enforced here once (NetBox's ``BaseViewSet`` + ``restrict()``):
 
+- Every API view builds the user's ``Access`` (workspaces.access) once, in ``initial``, and
+  every check of the request reads it.
 - ``WorkspaceScopedViewSet`` filters every queryset through the workspaces the user may view
-  (guardian, via ``workspaces_for_user``), so anything else answers 404. Writes then need the
-  workspace permission the viewset declares per action (403 without it).
+  (``Access.restrict``), so anything else answers 404. Writes then need the workspace
+  permission the viewset declares per action (403 without it).
 - ``ClusterViewSet`` is for what platform admins manage (resource pools, node pools, nodes,
   quotas, usage): other users see an empty list and 404, and any write answers 403.
 - Anonymous requests answer 401 (token authentication comes first, so DRF sends
@@ -41,17 +43,10 @@ from rest_framework.viewsets import GenericViewSet
 from console.auth import CompiledTokenAuthentication
 from console.errors import DomainError
 from console.numbers import BIG, INT32, NumberError, parse_number, parse_whole
-from console.permissions import is_platform_admin
 from console.units import gpus_to_milli, milli_to_gpus
 from quotas.services.quotas import StaleVersion
+from workspaces.access import Access
 from workspaces.models import Workspace
-from workspaces.roles import VIEW
-from workspaces.selectors import (
-    WorkspaceAccess,
-    user_has_workspace_perm,
-    visible_workspace_ids,
-    workspaces_for_user,
-)
 
 NON_FIELD = "non_field_errors"
 log = logging.getLogger(__name__)
@@ -273,12 +268,20 @@ class FieldFilterBackend(BaseFilterBackend):
 
 
 class APIMixin:
-    """What every API view shares: token first (401 for anonymous), domain error handling."""
+    """What every API view shares: token first (401 for anonymous), the user's ``access``
+    built once per request, domain error handling."""
 
     authentication_classes: Sequence[type[BaseAuthentication]] = (
         CompiledTokenAuthentication,  # the same class as the default, for one OpenAPI scheme
         SessionAuthentication,
     )
+    access: Access
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """Authenticate, build the user's Access (it reads nothing yet), then DRF's checks."""
+        self.perform_authentication(request)  # type: ignore[attr-defined]
+        self.access = Access(request.user)
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
 
     def get_exception_handler(self) -> Any:
         """Answer DomainError with 400 on its field and StaleVersion with 412."""
@@ -302,7 +305,8 @@ class PlatformAdminWrites(permissions.BasePermission):
             read_actions
         ):
             return True
-        return is_platform_admin(request.user)
+        assert isinstance(view, APIMixin)
+        return view.access.platform_admin
 
 
 class ClusterViewSet(APIMixin, GenericViewSet):  # type: ignore[type-arg]
@@ -319,7 +323,7 @@ class ClusterViewSet(APIMixin, GenericViewSet):  # type: ignore[type-arg]
     def get_queryset(self) -> QuerySet[Any]:
         """Everything for platform admins, nothing for anyone else."""
         queryset: QuerySet[Any] = super().get_queryset()
-        if not is_platform_admin(self.request.user):
+        if not self.access.platform_admin:
             return queryset.none()
         return queryset
 
@@ -337,13 +341,11 @@ class WorkspacePermission(permissions.BasePermission):
         assert isinstance(view, WorkspaceScopedViewSet)
         action = view.action or ""
         parent = view.parent_workspace()  # 404 when the URL names a workspace out of sight
-        if action in view.admin_actions and not is_platform_admin(request.user):
+        if action in view.admin_actions and not view.access.platform_admin:
             raise exceptions.PermissionDenied("Only platform admins may do this.")
         perm = view.permission_for(action)
-        if parent is not None and perm and not user_has_workspace_perm(request.user, perm, parent):
-            raise exceptions.PermissionDenied(
-                f"You may not do this in workspace {parent.name} (needs {perm.split('.')[-1]})."
-            )
+        if parent is not None and perm:
+            view.access.require(perm, parent)
         return True
 
     def has_object_permission(self, request: Request, view: APIView, obj: Model) -> bool:
@@ -352,11 +354,7 @@ class WorkspacePermission(permissions.BasePermission):
         perm = view.permission_for(view.action or "")
         if not perm:
             return True
-        workspace = view.workspace_of(obj)
-        if not user_has_workspace_perm(request.user, perm, workspace):
-            raise exceptions.PermissionDenied(
-                f"You may not do this in workspace {workspace.name} (needs {perm.split('.')[-1]})."
-            )
+        view.access.require(perm, view.workspace_of(obj))
         return True
 
 
@@ -394,25 +392,9 @@ class WorkspaceScopedViewSet(APIMixin, GenericViewSet):  # type: ignore[type-arg
             return None
         return self.action_permissions.get("*")
 
-    def visible_workspaces(self) -> list[int] | None:
-        """Ids of the workspaces restrict() shows rows of, read now; None for every one.
-
-        For a list that filters by ids rather than by restrict()'s subquery.
-        """
-        return visible_workspace_ids(self.request.user)
-
-    def restrict(self, queryset: QuerySet[Any], path: str) -> QuerySet[Any]:
-        """Only rows of workspaces the user may view (platform admins view every one)."""
-        if is_platform_admin(self.request.user):
-            return queryset
-        visible = workspaces_for_user(self.request.user, VIEW)
-        if not path:
-            return queryset.filter(pk__in=visible.values("pk"))
-        return queryset.filter(**{f"{path}__in": visible.values("pk")})
-
     def get_queryset(self) -> QuerySet[Any]:
         """The declared queryset, through the user's workspaces (and the URL's parent)."""
-        queryset = self.restrict(super().get_queryset(), self.workspace_path)
+        queryset = self.access.restrict(super().get_queryset(), self.workspace_path)
         if self.parent_kwarg and self.parent_kwarg in self.kwargs:
             queryset = queryset.filter(**{self.parent_path: self.kwargs[self.parent_kwarg]})
         return queryset
@@ -423,7 +405,7 @@ class WorkspaceScopedViewSet(APIMixin, GenericViewSet):  # type: ignore[type-arg
             return None
         if not hasattr(self, "_parent"):
             raw = str(self.kwargs.get(self.parent_kwarg, ""))
-            parents = self.restrict(self.parent_queryset.all(), self.parent_workspace_path)
+            parents = self.access.restrict(self.parent_queryset.all(), self.parent_workspace_path)
             parent = parents.filter(pk=int(raw)).first() if is_id(raw) else None
             if parent is None:
                 raise Http404("No such object.")
@@ -448,12 +430,3 @@ class WorkspaceScopedViewSet(APIMixin, GenericViewSet):  # type: ignore[type-arg
             target = getattr(target, part)
         assert isinstance(target, Workspace)
         return target
-
-    def require(
-        self, perm: str, workspace: Workspace, access: WorkspaceAccess | None = None
-    ) -> None:
-        """Refuse (403) unless the user holds `perm` on a workspace named in a request body."""
-        if not (access or WorkspaceAccess(self.request.user)).has_perm(perm, workspace):
-            raise exceptions.PermissionDenied(
-                f"You may not do this in workspace {workspace.name} (needs {perm.split('.')[-1]})."
-            )

@@ -1,10 +1,11 @@
 """Websocket consumers: live events of a workspace, a quota or the whole cluster.
 
-Each consumer checks permission before it joins a group; a refused or anonymous connection
-is closed before any event can reach it. A client that missed events (it was disconnected,
-Redis was down) sends `{"after": seq}` and gets the stored events of the same scope as its
-group, past that seq, then `{"kind": "caught_up", "seq": newest}` (`resync` instead when too
-many were missed to replay); `{"after": null}` asks for the newest seq alone.
+Each consumer builds the user's Access (workspaces.access) in `connect` and checks it before
+it joins a group; a refused or anonymous connection is closed before any event can reach it.
+A client that missed events (it was disconnected, Redis was down) sends `{"after": seq}` and
+gets the stored events of the same scope as its group, past that seq, then
+`{"kind": "caught_up", "seq": newest}` (`resync` instead when too many were missed to replay);
+`{"after": null}` asks for the newest seq alone.
 
 Members re-join their group every fifth of the layer's `group_expiry`, so a member that never
 left (its web process died, a mass disconnect) drops out of the group within that expiry.
@@ -24,9 +25,9 @@ from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from redis.exceptions import RedisError
 
-from console.permissions import is_platform_admin
 from jobs.events import events_after, latest_seq
 from jobs.live import CLUSTER_GROUP, quota_group, workspace_group
+from workspaces.access import Access
 from workspaces.models import Workspace
 from workspaces.roles import VIEW
 
@@ -102,9 +103,13 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await handler(message)
 
     async def connect(self) -> None:
-        """Refuse anonymous users and anyone `allowed()` turns away."""
+        """Build the user's Access; refuse anonymous users and anyone `allowed()` turns away."""
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated or not await self.allowed(user):
+        if user is None or not user.is_authenticated:
+            await self.close(code=REFUSED)
+            return
+        access = Access(user)
+        if not await database_sync_to_async(self.allowed)(access):
             await self.close(code=REFUSED)
             return
         self.group = self.group_name()
@@ -183,8 +188,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         """The browser has gone: end the consumer."""
         raise StopConsumer
 
-    async def allowed(self, user: Any) -> bool:
-        """Whether this user may watch this group."""
+    def allowed(self, access: Access) -> bool:
+        """Whether the user's access lets them watch this group (may read the database)."""
         raise NotImplementedError
 
     def group_name(self) -> str:
@@ -201,10 +206,10 @@ class WorkspaceEventsConsumer(EventsConsumer):
 
     members = True
 
-    async def allowed(self, user: Any) -> bool:
-        """Members (view permission on the workspace) and platform admins."""
+    def allowed(self, access: Access) -> bool:
+        """Who may view the workspace (members, platform admins), if it exists."""
         pk = self.scope["url_route"]["kwargs"]["workspace_id"]
-        return bool(await database_sync_to_async(_may_view_workspace)(user, pk))
+        return access.has_perm(VIEW, pk) and Workspace.objects.filter(pk=pk).exists()
 
     def group_name(self) -> str:
         """workspace.<id>."""
@@ -218,9 +223,9 @@ class WorkspaceEventsConsumer(EventsConsumer):
 class ClusterEventsConsumer(EventsConsumer):
     """Every event and usage sample, for platform admins' dashboards."""
 
-    async def allowed(self, user: Any) -> bool:
+    def allowed(self, access: Access) -> bool:
         """Platform admins only."""
-        return bool(await database_sync_to_async(is_platform_admin)(user))
+        return access.platform_admin
 
     def group_name(self) -> str:
         """The cluster group."""
@@ -249,9 +254,3 @@ class UnknownPathConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
     async def connect(self) -> None:
         """Refuse the handshake."""
         await self.close(code=NOT_FOUND)
-
-
-def _may_view_workspace(user: Any, pk: int) -> bool:
-    """The user holds view permission on the workspace (platform admins hold it globally)."""
-    workspace = Workspace.objects.filter(pk=pk).first()
-    return workspace is not None and (is_platform_admin(user) or user.has_perm(VIEW, workspace))

@@ -18,7 +18,8 @@ from jobs.choices import IdlePolicy, RestartMode
 from jobs.models import ScalingRule
 from quotas.models import NodePool, Quota
 from quotas.selectors import quotas_pools_in_effect
-from workspaces.selectors import InstanceLimits, UsableQuota
+from workspaces.access import UsableQuota
+from workspaces.selectors import InstanceLimits
 
 NO_LIMITS = InstanceLimits(default=None, maximum=None)
 

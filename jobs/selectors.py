@@ -1,4 +1,4 @@
-"""Reads of workloads, always through the workspaces the user may see."""
+"""Reads of workloads; pages resolve the workspace through the user's Access first."""
 
 from __future__ import annotations
 
@@ -10,12 +10,6 @@ from django.http import Http404
 
 from jobs.choices import LIVE_POD_STATUSES
 from jobs.models import Pod, Workload
-from workspaces.selectors import workspaces_for_user
-
-
-def workloads_for_user(user: Any) -> QuerySet[Workload]:
-    """Workloads of every workspace the user may view (all for platform admins)."""
-    return Workload.objects.filter(workspace__in=workspaces_for_user(user))
 
 
 def workload_list(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
@@ -23,27 +17,6 @@ def workload_list(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
     return queryset.select_related("workspace", "quota", "owner").annotate(
         live_pods=Count("pods", filter=Q(pods__status__in=LIVE_POD_STATUSES))
     )
-
-
-def workload_for_user(user: Any, pk: int) -> Workload:
-    """One workload the user may view, with pods and events; 404 when they may not."""
-    workload = (
-        workloads_for_user(user)
-        .select_related("workspace", "quota", "owner")
-        .prefetch_related(
-            "node_pools",
-            "events",
-            "scaling_rules",
-            Prefetch(
-                "pods", queryset=Pod.objects.select_related("node").order_by("index", "attempt")
-            ),
-        )
-        .filter(pk=pk)
-        .first()
-    )
-    if workload is None:
-        raise Http404("No such workload.")
-    return workload
 
 
 def workspace_workloads(workspace: Any, kind: str) -> QuerySet[Workload]:
@@ -59,10 +32,21 @@ def workload_page(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
     return workload_list(queryset).prefetch_related(Prefetch("pods", queryset=pods))
 
 
-def workload_in_workspace(user: Any, workspace: Any, pk: int, kind: str | None = None) -> Workload:
-    """One workload of this workspace (and kind) the user may view; 404 otherwise."""
-    workload = workload_for_user(user, pk)
-    if workload.workspace_id != workspace.pk or (kind is not None and workload.kind != kind):
+def workload_in_workspace(workspace: Any, pk: int, kind: str | None = None) -> Workload:
+    """One workload of this workspace (and kind), with pods and events; 404 otherwise.
+
+    The workspace is one the page's Access let the user view (workspaces.pages).
+    """
+    pods = Pod.objects.select_related("node").order_by("index", "attempt")
+    workloads = Workload.objects.filter(workspace=workspace, pk=pk)
+    if kind is not None:
+        workloads = workloads.filter(kind=kind)
+    workload = (
+        workloads.select_related("workspace", "quota", "owner")
+        .prefetch_related("node_pools", "events", "scaling_rules", Prefetch("pods", queryset=pods))
+        .first()
+    )
+    if workload is None:
         raise Http404("No such workload in this workspace.")
     return workload
 

@@ -1,7 +1,7 @@
 """Workspace pages: each user sees only the workspaces they belong to.
 
-Access is decided once, in WorkspaceAccessMixin: a workspace the user cannot see answers 404;
-one they can see but may not change answers 403; anonymous users go to the login page.
+Access is decided once, in workspaces.pages.WorkspacePageMixin: a workspace the user cannot see
+answers 404; one they can see but may not change answers 403; anonymous users go to login.
 """
 
 from __future__ import annotations
@@ -12,20 +12,20 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.contrib.auth.mixins import AccessMixin, LoginRequiredMixin
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views import View
 from django.views.generic import FormView, TemplateView
 
 from console.errors import DomainError
-from console.permissions import PlatformAdminRequiredMixin, is_platform_admin
+from console.permissions import PlatformAdminRequiredMixin
 from console.units import duration_text
 from jobs import clock
 from jobs.models import Workload
 from quotas.models import Quota
 from workspaces import selectors
+from workspaces.access import Access
 from workspaces.choices import Role
 from workspaces.forms import (
     BindQuotaForm,
@@ -36,8 +36,8 @@ from workspaces.forms import (
     parse_rule_rows,
     rule_rows,
 )
-from workspaces.models import Workspace
-from workspaces.roles import MANAGE, VIEW
+from workspaces.pages import WorkspacePageMixin
+from workspaces.roles import MANAGE
 from workspaces.services import (
     InstanceLimitsSaved,
     resource_usage_rules_save,
@@ -58,10 +58,9 @@ class WorkspaceListView(LoginRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         """Only visible workspaces."""
         context = super().get_context_data(**kwargs)
-        context["workspaces"] = selectors.workspaces_for_user(self.request.user).prefetch_related(
-            "quotas"
-        )
-        context["can_create"] = is_platform_admin(self.request.user)
+        access = Access(self.request.user)
+        context["workspaces"] = access.workspaces().prefetch_related("quotas")
+        context["can_create"] = access.platform_admin
         return context
 
 
@@ -82,44 +81,13 @@ class WorkspaceCreateView(PlatformAdminRequiredMixin, FormView):  # type: ignore
         return redirect("workspaces:detail", name=workspace.name)
 
 
-class WorkspaceAccessMixin(AccessMixin):
-    """Load the workspace from the URL through the user's permissions.
+class _WorkspacePage(WorkspacePageMixin):
+    """A workspace page: the URL names the workspace `name`."""
 
-    `permission` is what the page needs beyond seeing the workspace; `platform_admin_only`
-    restricts it to platform admins (members who can see the workspace get 403).
-    """
-
-    permission: str = VIEW
-    platform_admin_only: bool = False
-    workspace: Workspace
-    request: HttpRequest
-
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        """Login, then 404 for an invisible workspace, then 403 for a missing permission."""
-        if not request.user.is_authenticated:
-            return self.handle_no_permission()
-        self.workspace = get_object_or_404(
-            selectors.workspaces_for_user(request.user), name=kwargs["name"]
-        )
-        if self.platform_admin_only and not is_platform_admin(request.user):
-            raise PermissionDenied("Only platform admins may do this.")
-        if not selectors.user_has_workspace_perm(request.user, self.permission, self.workspace):
-            raise PermissionDenied("Your role in this workspace does not allow this.")
-        response: HttpResponseBase = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
-        return response
-
-    def workspace_context(self) -> dict[str, Any]:
-        """What every tab of the workspace shows."""
-        user = self.request.user
-        return {
-            "workspace": self.workspace,
-            "role": selectors.workspace_role(user, self.workspace),
-            "can_manage": selectors.user_has_workspace_perm(user, MANAGE, self.workspace),
-            "is_platform_admin": is_platform_admin(user),
-        }
+    workspace_kwarg = "name"
 
 
-class WorkspaceDetailView(WorkspaceAccessMixin, TemplateView):
+class WorkspaceDetailView(_WorkspacePage, TemplateView):
     """Overview: members and bound quotas."""
 
     template_name = "workspaces/detail.html"
@@ -139,7 +107,7 @@ class WorkspaceDetailView(WorkspaceAccessMixin, TemplateView):
         return context
 
 
-class WorkspaceMemberAddView(WorkspaceAccessMixin, View):
+class WorkspaceMemberAddView(_WorkspacePage, View):
     """Add a member or change a member's role (workspace or platform admins)."""
 
     permission = MANAGE
@@ -168,7 +136,7 @@ class WorkspaceMemberAddView(WorkspaceAccessMixin, View):
         return redirect("workspaces:detail", name=name)
 
 
-class WorkspaceMemberRemoveView(WorkspaceAccessMixin, View):
+class WorkspaceMemberRemoveView(_WorkspacePage, View):
     """Remove a member and their permissions."""
 
     permission = MANAGE
@@ -183,7 +151,7 @@ class WorkspaceMemberRemoveView(WorkspaceAccessMixin, View):
         return redirect("workspaces:detail", name=name)
 
 
-class WorkspaceQuotaBindView(WorkspaceAccessMixin, View):
+class WorkspaceQuotaBindView(_WorkspacePage, View):
     """Bind a quota to the workspace (platform admins)."""
 
     platform_admin_only = True
@@ -200,7 +168,7 @@ class WorkspaceQuotaBindView(WorkspaceAccessMixin, View):
         return redirect("workspaces:detail", name=name)
 
 
-class WorkspaceQuotaUnbindView(WorkspaceAccessMixin, View):
+class WorkspaceQuotaUnbindView(_WorkspacePage, View):
     """Unbind a quota and drop its usage rules (platform admins)."""
 
     platform_admin_only = True
@@ -213,7 +181,7 @@ class WorkspaceQuotaUnbindView(WorkspaceAccessMixin, View):
         return redirect("workspaces:detail", name=name)
 
 
-class SchedulingConfigurationView(WorkspaceAccessMixin, View):
+class SchedulingConfigurationView(_WorkspacePage, View):
     """Scheduling Configuration opens on its Resource Usage tab."""
 
     def get(self, request: HttpRequest, name: str) -> HttpResponse:
@@ -221,7 +189,7 @@ class SchedulingConfigurationView(WorkspaceAccessMixin, View):
         return redirect("workspaces:resource_usage", name=name)
 
 
-class ResourceUsageView(WorkspaceAccessMixin, View):
+class ResourceUsageView(_WorkspacePage, View):
     """Scheduling Configuration → Resource Usage: which roles may use each quota, with caps."""
 
     template_name = "workspaces/resource_usage.html"
@@ -241,8 +209,7 @@ class ResourceUsageView(WorkspaceAccessMixin, View):
 
     def post(self, request: HttpRequest, name: str) -> HttpResponse:
         """Save every row in one transaction, or none with the reason."""
-        if not selectors.user_has_workspace_perm(request.user, MANAGE, self.workspace):
-            raise PermissionDenied("Your role in this workspace does not allow this.")
+        self.access.require(MANAGE, self.workspace)
         rows = rule_rows(request.POST)
         quotas = {str(b.quota.pk): b.quota for b in selectors.workspace_quotas(self.workspace)}
         try:
@@ -269,7 +236,7 @@ class ResourceUsageView(WorkspaceAccessMixin, View):
         return render(self.request, self.template_name, context, status=status)
 
 
-class TimeLimitsView(WorkspaceAccessMixin, View):
+class TimeLimitsView(_WorkspacePage, View):
     """Scheduling Configuration → Time Limits: the default and maximum duration of the
     workspace's interactive instances (Run:ai's interactive time limits)."""
 
@@ -281,8 +248,7 @@ class TimeLimitsView(WorkspaceAccessMixin, View):
 
     def post(self, request: HttpRequest, name: str) -> HttpResponse:
         """Save both limits through the service, or neither with the reason on its field."""
-        if not selectors.user_has_workspace_perm(request.user, MANAGE, self.workspace):
-            raise PermissionDenied("Your role in this workspace does not allow this.")
+        self.access.require(MANAGE, self.workspace)
         form = InstanceLimitsForm(request.POST)
         if form.is_valid():
             default, maximum = form.seconds()

@@ -15,8 +15,9 @@ from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.services.workloads import Shape
 from quotas.models import NodePool, Quota
 from quotas.selectors import quota_pools_in_effect
+from workspaces.access import Access
 from workspaces.models import Workspace
-from workspaces.selectors import WorkspaceAccess
+from workspaces.roles import VIEW
 
 
 class PodSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -200,8 +201,8 @@ class _VisibleWorkspaceField(serializers.SlugRelatedField):  # type: ignore[type
             workspace = found[0]
         else:  # DRF's own answer to a number or a list
             workspace = super().to_internal_value(data)
-        access: WorkspaceAccess = self.context["access"]
-        if not access.sees(workspace):
+        access: Access = self.context["access"]
+        if not access.has_perm(VIEW, workspace):
             self.fail("does_not_exist", slug_name=self.slug_field, value=str(data))
         return workspace
 
@@ -209,7 +210,8 @@ class _VisibleWorkspaceField(serializers.SlugRelatedField):  # type: ignore[type
 class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
     """What every workload asks for: replicas × (GPUs, millicores, MiB) in a quota.
 
-    The context carries the user's ``access`` (a WorkspaceAccess) and ``check_workspace``.
+    The context carries the user's ``access`` (workspaces.access.Access). Whether they may
+    submit, and use the quota, is the service's to decide.
     """
 
     workspace = _VisibleWorkspaceField(slug_field="name")
@@ -230,13 +232,6 @@ class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
     )
     image = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
 
-    def validate_workspace(self, workspace: Workspace) -> Workspace:
-        """The view's permission check runs first: no submit permission answers 403."""
-        check = self.context.get("check_workspace")
-        if check is not None:
-            check(workspace)
-        return workspace
-
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """Resolve the quota among the workspace's and the node pools among the quota's."""
         workspace: Workspace = attrs["workspace"]
@@ -249,11 +244,9 @@ class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
                 )
         else:
             usable = self.context["access"].usable_quotas(workspace)
-            if len(usable) != 1:
-                names = ", ".join(u.quota.name for u in usable) or "none"
-                raise serializers.ValidationError(
-                    {"quota": [f"Name the quota (quotas you may use here: {names})."]}
-                )
+            if len(usable) != 1:  # the service refuses it (403 first for who may not submit)
+                attrs.update(quota=None, node_pools=[])
+                return attrs
             quota = usable[0].quota
         attrs["quota"] = quota
         rows = _POOLS_OF.rows(quota.resource_pool_id, shape=columns(NodePool))

@@ -37,7 +37,6 @@ from jobs.services.workloads import instance_start, job_submit, service_create, 
 from jobs.visibility import sees_borrowed_nodes, workload_for_members
 from quotas.models import NodePool
 from workspaces.roles import SUBMIT
-from workspaces.selectors import WorkspaceAccess
 
 # Workloads as the API answers them (a name: `list` is a method of the viewsets).
 Shown = list[dict[str, Any]]
@@ -165,7 +164,7 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         filtered rows alone, without the joins that fetch names.
         """
         shown = self.get_serializer_class()
-        visible = self.visible_workspaces()
+        visible = self.access.visible_ids()
         given = FieldFilterBackend.given(request, self.filter_fields)
         values = (*given.values(), *(visible or ()))
         shape = (type(self), tuple(given), None if visible is None else len(visible))
@@ -206,27 +205,23 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
             return self.serializer_class
         return self.detail_serializer_class
 
-    def submit(self, data: s.SubmitSerializer, access: WorkspaceAccess) -> Workload:
-        """Call the service that creates this kind."""
+    def submit(self, data: s.SubmitSerializer) -> Workload:
+        """Call the service that creates this kind (it checks the submit permission and the
+        usage rules, through the request's access)."""
         raise NotImplementedError
 
     def create(self, request: Request) -> Response:
         """Submit: 400 with the field and reason when refused, 403 without the permission."""
-        access = WorkspaceAccess(request.user)  # reads nothing until asked
-        context = {
-            **self.get_serializer_context(),
-            "access": access,
-            "check_workspace": lambda workspace: self.require(SUBMIT, workspace, access),
-        }
+        context = {**self.get_serializer_context(), "access": self.access}
         data = self.input_serializer_class(data=request.data, context=context)
         # The body is parsed and the serializer's fields are built before the write lock...
         _ = data.fields
-        # ...and validation runs in the transaction that writes, on one read of the user's
-        # access: what it checked (visibility, submit permission, usage rules) is what the
-        # write sees.
+        # ...and validation runs in the transaction that writes, on the access's one read of
+        # the user's grants: what it checked (visibility, then in the service the submit
+        # permission and usage rules) is what the write sees.
         with transaction.atomic():
             data.is_valid(raise_exception=True)
-            workload = self.submit(data, access)
+            workload = self.submit(data)
             # What the submit wrote is in hand: only its timeline entry is read back, before
             # the commit. Once committed, nothing may fail the answer: a 500 for a job that
             # exists would send the client's retry into "name exists".
@@ -260,9 +255,9 @@ class JobViewSet(_WorkloadViewSet):
     detail_serializer_class = s.JobDetailSerializer
     input_serializer_class = s.JobSubmitSerializer
 
-    def submit(self, data: s.SubmitSerializer, access: WorkspaceAccess) -> Workload:
+    def submit(self, data: s.SubmitSerializer) -> Workload:
         """job_submit decides."""
-        return job_submit(actor=self.request.user, access=access, **data.service_kwargs())
+        return job_submit(actor=self.request.user, access=self.access, **data.service_kwargs())
 
     @extend_schema(request=s.JobSubmitSerializer, responses={201: s.JobDetailSerializer})
     def create(self, request: Request) -> Response:
@@ -285,9 +280,9 @@ class ServiceViewSet(_WorkloadViewSet):
     detail_serializer_class = s.ServiceDetailSerializer
     input_serializer_class = s.ServiceCreateSerializer
 
-    def submit(self, data: s.SubmitSerializer, access: WorkspaceAccess) -> Workload:
+    def submit(self, data: s.SubmitSerializer) -> Workload:
         """service_create decides."""
-        return service_create(actor=self.request.user, access=access, **data.service_kwargs())
+        return service_create(actor=self.request.user, access=self.access, **data.service_kwargs())
 
     @extend_schema(request=s.ServiceCreateSerializer, responses={201: s.ServiceDetailSerializer})
     def create(self, request: Request) -> Response:
@@ -325,9 +320,9 @@ class InstanceViewSet(_WorkloadViewSet):
     detail_serializer_class = s.InstanceDetailSerializer
     input_serializer_class = s.InstanceStartSerializer
 
-    def submit(self, data: s.SubmitSerializer, access: WorkspaceAccess) -> Workload:
+    def submit(self, data: s.SubmitSerializer) -> Workload:
         """instance_start decides."""
-        return instance_start(actor=self.request.user, access=access, **data.service_kwargs())
+        return instance_start(actor=self.request.user, access=self.access, **data.service_kwargs())
 
     @extend_schema(request=s.InstanceStartSerializer, responses={201: s.InstanceDetailSerializer})
     def create(self, request: Request) -> Response:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from console.errors import DomainError
@@ -33,9 +32,10 @@ from jobs.services.scaling import scaling_rules_retire
 from jobs.wakeup import request_cycle
 from quotas.models import NodePool, Quota
 from quotas.selectors import quota_pools_in_effect
+from workspaces.access import Access
 from workspaces.models import Workspace, WorkspaceQuota
 from workspaces.roles import SUBMIT
-from workspaces.selectors import WorkspaceAccess, workspace_role
+from workspaces.selectors import workspace_role
 
 
 @dataclass(frozen=True)
@@ -84,21 +84,30 @@ def _check_total(shape: Shape, peak_replicas: int | None) -> None:
         )
 
 
-def check_usage_rules(
-    *,
-    actor: Any,
-    workspace: Workspace,
-    quota: Quota,
-    total_gpu: int,
-    priority: int,
-    access: WorkspaceAccess | None = None,
-) -> None:
-    """The actor may submit here, and a Resource Usage rule lets their role use the quota
-    within its caps (the strictest cap wins). `access`: the actor's, when already read."""
-    access = access or WorkspaceAccess(actor)
+def _submitter(actor: Any, workspace: Workspace, access: Access | None) -> Access:
+    """The actor's access (`access` when the caller built it), once it lets them submit in
+    the workspace: checked before anything else, so who may not submit learns nothing more
+    from a refusal (PermissionDenied: 403)."""
+    access = access or Access(actor)
     assert access.user == actor
-    if not access.has_perm(SUBMIT, workspace):
-        raise PermissionDenied(f"You may not submit workloads in {workspace.name}.")
+    access.require(SUBMIT, workspace)
+    return access
+
+
+def _named_quota(access: Access, workspace: Workspace, quota: Quota | None) -> Quota:
+    """The quota asked for; None (the caller could not choose one) is refused with the
+    quotas the actor may use here."""
+    if quota is not None:
+        return quota
+    names = ", ".join(u.quota.name for u in access.usable_quotas(workspace)) or "none"
+    raise DomainError(f"Name the quota (quotas you may use here: {names}).", field="quota")
+
+
+def _check_usage_rules(
+    *, access: Access, workspace: Workspace, quota: Quota, total_gpu: int, priority: int
+) -> None:
+    """A Resource Usage rule lets the actor's role use the quota within its caps (the
+    strictest cap wins)."""
     usable = {u.quota.pk: u for u in access.usable_quotas(workspace)}
     rule = usable.get(quota.pk)
     if rule is None:
@@ -107,7 +116,7 @@ def check_usage_rules(
                 f"{called(quota.name)} is not bound to workspace {workspace.name}.",
                 field="quota",
             )
-        role = workspace_role(actor, workspace) or "-"
+        role = workspace_role(access.user, workspace) or "-"
         raise DomainError(
             f"No Resource Usage rule of {workspace.name} lets the role {role} use {quota.name}.",
             field="quota",
@@ -216,33 +225,33 @@ def _create(
     *,
     actor: Any,
     workspace: Workspace,
-    quota: Quota,
+    quota: Quota | None,
     name: str,
     kind: str,
     shape: Shape,
     node_pools: Sequence[NodePool],
     now: datetime | None,
+    access: Access,
     peak_replicas: int | None = None,
-    access: WorkspaceAccess | None = None,
     **fields: Any,
 ) -> Workload:
     """Validate and create any kind of workload, then ask for a cycle.
 
-    The Resource Usage caps apply to `peak_replicas` (a service's max), else to its replicas.
-    `access` is the actor's permissions when the caller read them in this transaction.
+    `access` has let the actor submit here; the Resource Usage caps apply to `peak_replicas`
+    (a service's max), else to its replicas.
     """
     now = now or clock.now()
+    quota = _named_quota(access, workspace, quota)
     name = _check_name(workspace, name)
     _check_shape(shape, kind)
     _check_total(shape, peak_replicas)
     _check_pools(quota, node_pools)
-    check_usage_rules(
-        actor=actor,
+    _check_usage_rules(
+        access=access,
         workspace=workspace,
         quota=quota,
         total_gpu=shape.gpu * (peak_replicas or shape.replicas),
         priority=shape.priority,
-        access=access,
     )
     workload = Workload.objects.create(
         workspace=workspace,
@@ -275,7 +284,7 @@ def job_submit(
     *,
     actor: Any,
     workspace: Workspace,
-    quota: Quota,
+    quota: Quota | None,
     name: str,
     shape: Shape,
     node_pools: Sequence[NodePool],
@@ -292,9 +301,10 @@ def job_submit(
     image: str = "",
     command: str = "",
     now: datetime | None = None,
-    access: WorkspaceAccess | None = None,
+    access: Access | None = None,
 ) -> Workload:
     """Submit a training job; total_work is GPU-seconds (default: one hour on all its GPUs)."""
+    access = _submitter(actor, workspace, access)
     if idle_policy not in IdlePolicy.values:
         raise DomainError(
             f"Idle policy {idle_policy!r} is not one of {', '.join(IdlePolicy.values)}.",
@@ -343,7 +353,7 @@ def service_create(
     *,
     actor: Any,
     workspace: Workspace,
-    quota: Quota,
+    quota: Quota | None,
     name: str,
     shape: Shape,
     node_pools: Sequence[NodePool],
@@ -352,9 +362,10 @@ def service_create(
     image: str = "",
     command: str = "",
     now: datetime | None = None,
-    access: WorkspaceAccess | None = None,
+    access: Access | None = None,
 ) -> Workload:
     """Create an inference service; shape.replicas is the initial target."""
+    access = _submitter(actor, workspace, access)
     max_replicas = max_replicas if max_replicas is not None else max(shape.replicas, 1)
     if max_replicas < 1:
         raise DomainError(
@@ -395,7 +406,7 @@ def instance_start(
     *,
     actor: Any,
     workspace: Workspace,
-    quota: Quota,
+    quota: Quota | None,
     name: str,
     shape: Shape,
     node_pools: Sequence[NodePool],
@@ -403,10 +414,11 @@ def instance_start(
     idle_stop_minutes: int | None = None,
     image: str = "",
     now: datetime | None = None,
-    access: WorkspaceAccess | None = None,
+    access: Access | None = None,
 ) -> Workload:
     """Start an interactive instance with a time limit (seconds; None: the workspace's
     default), within the workspace's maximum."""
+    access = _submitter(actor, workspace, access)
     max_duration = _instance_duration(workspace, max_duration)
     if idle_stop_minutes is not None and idle_stop_minutes < 1:
         raise DomainError("Idle auto-stop needs at least 1 minute.", field="idle_stop_minutes")

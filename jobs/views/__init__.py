@@ -1,8 +1,8 @@
 """Workspace-scoped workload pages: training jobs, inference services, interactive instances.
 
-Access is decided once, in WorkspacePageMixin: the workspace comes from the URL through
-workspaces_for_user, so a workspace the user cannot see (and every workload in it) answers 404;
-a page that needs more than viewing answers 403 to viewers; anonymous users go to login.
+Access is decided once, in workspaces.pages.WorkspacePageMixin: a workspace the user cannot
+see (and every workload in it) answers 404; a page that needs more than viewing answers 403 to
+viewers; anonymous users go to login.
 """
 
 from __future__ import annotations
@@ -14,58 +14,16 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.mixins import AccessMixin
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
-from django.shortcuts import get_object_or_404
+from django.http import HttpResponse
 from django.views.generic import FormView
 
 from console.errors import DomainError
-from console.permissions import is_platform_admin
 from jobs import clock
 from jobs.choices import Kind, PodStatus
 from jobs.models import Pod, Workload, WorkloadEvent
 from jobs.visibility import BORROWED, entry_nodes, hidden_nodes, scrub, sees_borrowed_nodes
-from workspaces.models import Workspace
-from workspaces.roles import SUBMIT, VIEW
-from workspaces.selectors import (
-    usable_quotas,
-    user_has_workspace_perm,
-    workspace_role,
-    workspaces_for_user,
-)
-
-
-class WorkspacePageMixin(AccessMixin):
-    """Resolve the workspace named in the URL through the user's permissions."""
-
-    permission: str = VIEW
-    tab: str = ""
-    workspace: Workspace
-    request: HttpRequest
-
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        """Login, then 404 for a workspace the user cannot see, then 403 without `permission`."""
-        if not request.user.is_authenticated:
-            return self.handle_no_permission()
-        self.workspace = get_object_or_404(
-            workspaces_for_user(request.user), name=kwargs["workspace"]
-        )
-        if not user_has_workspace_perm(request.user, self.permission, self.workspace):
-            raise PermissionDenied("Your role in this workspace does not allow this.")
-        response: HttpResponseBase = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
-        return response
-
-    def workspace_context(self) -> dict[str, Any]:
-        """What every tab of the workspace shows."""
-        user = self.request.user
-        return {
-            "workspace": self.workspace,
-            "role": workspace_role(user, self.workspace),
-            "can_submit": user_has_workspace_perm(user, SUBMIT, self.workspace),
-            "is_platform_admin": is_platform_admin(user),
-            "tab": self.tab,
-        }
+from workspaces.pages import WorkspacePageMixin
+from workspaces.roles import SUBMIT
 
 
 def age(seconds: float) -> str:
@@ -237,7 +195,7 @@ class SubmitView(WorkspacePageMixin, FormView):  # type: ignore[type-arg]
     def get_form_kwargs(self) -> dict[str, Any]:
         """Only the usable quotas, with their caps."""
         kwargs = super().get_form_kwargs()
-        kwargs["usable"] = usable_quotas(self.request.user, self.workspace)
+        kwargs["usable"] = self.access.usable_quotas(self.workspace)
         return kwargs
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from jobs.choices import Kind
 from jobs.forms import InstanceStartForm
 from jobs.models import Workload
 from jobs.services.workloads import Shape, instance_start, workload_cancel
-from jobs.views import SubmitView, WorkspacePageMixin, now, row
+from jobs.views import SubmitView, now, row
+from workspaces.pages import WorkspacePageMixin
 from workspaces.roles import SUBMIT
 from workspaces.selectors import instance_limits
 
@@ -65,6 +66,7 @@ class InstanceStartView(SubmitView):
         hours = data.get("max_hours")
         return instance_start(
             actor=self.request.user,
+            access=self.access,
             workspace=self.workspace,
             quota=data["quota"],
             name=data["name"],
@@ -86,9 +88,7 @@ class InstanceStopView(WorkspacePageMixin, View):
 
     def post(self, request: HttpRequest, workspace: str, pk: int) -> HttpResponse:
         """workload_cancel stops an instance."""
-        instance = selectors.workload_in_workspace(
-            request.user, self.workspace, pk, Kind.INTERACTIVE
-        )
+        instance = selectors.workload_in_workspace(self.workspace, pk, Kind.INTERACTIVE)
         try:
             workload_cancel(actor=request.user, workload=instance)
         except DomainError as error:

@@ -23,13 +23,13 @@ from jobs.services.workloads import Shape, job_submit, workload_cancel
 from jobs.views import (
     Readable,
     SubmitView,
-    WorkspacePageMixin,
     current_pods,
     now,
     pod_summary,
     quota_label,
     row,
 )
+from workspaces.pages import WorkspacePageMixin
 from workspaces.roles import SUBMIT
 
 PAGE_SIZE = 50
@@ -104,7 +104,7 @@ class JobRowView(WorkspacePageMixin, View):
 
     def get(self, request: HttpRequest, workspace: str, pk: int) -> HttpResponse:
         """The <tr> alone."""
-        selectors.workload_in_workspace(request.user, self.workspace, pk, Kind.TRAINING)
+        selectors.workload_in_workspace(self.workspace, pk, Kind.TRAINING)
         job = selectors.workload_page(Workload.objects.filter(pk=pk)).get()
         return TemplateResponse(
             request,
@@ -146,9 +146,7 @@ class JobDetailView(WorkspacePageMixin, TemplateView):
         """The job through the user's permissions (404 when not theirs to see)."""
         context = super().get_context_data(**kwargs)
         context.update(self.workspace_context())
-        job = selectors.workload_in_workspace(
-            self.request.user, self.workspace, kwargs["pk"], Kind.TRAINING
-        )
+        job = selectors.workload_in_workspace(self.workspace, kwargs["pk"], Kind.TRAINING)
         context.update(_detail_context(self.request, job))
         return context
 
@@ -158,7 +156,7 @@ class JobLiveView(WorkspacePageMixin, View):
 
     def get(self, request: HttpRequest, workspace: str, pk: int) -> HttpResponse:
         """The fragment alone."""
-        job = selectors.workload_in_workspace(request.user, self.workspace, pk, Kind.TRAINING)
+        job = selectors.workload_in_workspace(self.workspace, pk, Kind.TRAINING)
         context = self.workspace_context()
         context.update(_detail_context(request, job))
         return TemplateResponse(request, "jobs/_job_live.html", context)
@@ -171,7 +169,7 @@ class JobCancelView(WorkspacePageMixin, View):
 
     def post(self, request: HttpRequest, workspace: str, pk: int) -> HttpResponse:
         """Cancel through the service, then back to the job."""
-        job = selectors.workload_in_workspace(request.user, self.workspace, pk, Kind.TRAINING)
+        job = selectors.workload_in_workspace(self.workspace, pk, Kind.TRAINING)
         try:
             workload_cancel(actor=request.user, workload=job)
         except DomainError as error:
@@ -192,6 +190,7 @@ class JobSubmitView(SubmitView):
         """job_submit."""
         return job_submit(
             actor=self.request.user,
+            access=self.access,
             workspace=self.workspace,
             shape=Shape(**form.shape_values()),
             **form.job_values(),

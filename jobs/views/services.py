@@ -24,12 +24,13 @@ from jobs.services.scaling import (
     service_scale,
 )
 from jobs.services.workloads import Shape, service_create
-from jobs.views import Readable, SubmitView, WorkspacePageMixin, now, refuse, row
+from jobs.views import Readable, SubmitView, now, refuse, row
+from workspaces.pages import WorkspacePageMixin
 from workspaces.roles import SUBMIT
 
 
 def _service(view: WorkspacePageMixin, pk: int) -> Workload:
-    return selectors.workload_in_workspace(view.request.user, view.workspace, pk, Kind.INFERENCE)
+    return selectors.workload_in_workspace(view.workspace, pk, Kind.INFERENCE)
 
 
 def _running(service: Workload) -> int:
@@ -101,6 +102,7 @@ class ServiceCreateView(SubmitView):
         data = form.cleaned_data
         return service_create(
             actor=self.request.user,
+            access=self.access,
             workspace=self.workspace,
             quota=data["quota"],
             name=data["name"],
@@ -124,7 +126,7 @@ class _ServiceAction(WorkspacePageMixin, View):
         """The detail page with the refused form and its errors."""
         detail = ServiceDetailView()
         detail.setup(request, workspace=self.workspace.name, pk=pk)
-        detail.workspace = self.workspace
+        detail.workspace, detail.access = self.workspace, self.access
         context = detail.get_context_data(pk=pk, **forms)
         return TemplateResponse(request, detail.template_name, context, status=400)
 

@@ -21,7 +21,6 @@ from rest_framework.response import Response
 from console.api import IF_MATCH, ClusterViewSet, expected_version, with_etag
 from console.errors import DomainError
 from console.parsers import JSONParser
-from console.permissions import is_platform_admin
 from jobs import clock
 from quotas.api import serializers as s
 from quotas.api.queries import attach_usage, quotas_with_amounts
@@ -331,7 +330,7 @@ class QuotaAuditViewSet(mixins.ListModelMixin, ClusterViewSet):
     def get_queryset(self) -> QuerySet[Any]:
         """The records of the URL's quota, which must be one the user may see (else 404)."""
         quota_id = str(self.kwargs.get("quota_id", ""))
-        visible = is_platform_admin(self.request.user) and quota_id.isdigit()
+        visible = self.access.platform_admin and quota_id.isdigit()
         if not visible or not Quota.objects.filter(pk=int(quota_id)).exists():
             raise Http404("No such quota.")
         return super().get_queryset().filter(quota_id=int(quota_id))

@@ -167,6 +167,43 @@ def test_submit_resolves_workspace_node_pools_and_name_or_names_the_field(
     assert again.json() == {"name": ["workspace_b already has a workload named resolve."]}
 
 
+def test_a_submit_without_a_choosable_quota_names_the_usable_ones(
+    api: Any, bob: Any, demo: Any
+) -> None:
+    from workspaces.choices import Role
+    from workspaces.services import UsageRuleInput, resource_usage_rules_save, workspace_quota_bind
+
+    ws, parent = demo.workspaces["workspace_b"], demo.quotas["Quota 1"]
+    workspace_quota_bind(workspace=ws, quota=parent)
+    rules = [
+        UsageRuleInput(q, role) for q in (parent, demo.quotas["Quota 1.1"]) for role in Role.values
+    ]
+    resource_usage_rules_save(workspace=ws, rules=rules)
+    body = {"workspace": "workspace_b", "name": "which", "gpu": 1}
+    response = api(bob).post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 400
+    assert response.json() == {
+        "quota": ["Name the quota (quotas you may use here: Quota 1, Quota 1.1)."]
+    }
+    named = api(bob).post("/api/v1/jobs/", {**body, "quota": "Quota 1"}, format="json")
+    assert named.status_code == 201, named.json()
+
+
+def test_a_viewer_submit_answers_403_before_the_service_checks_its_body(
+    api: Any, alice: Any, bob: Any, demo: Any
+) -> None:
+    """The service checks the submit permission first: a viewer learns nothing from the body."""
+    from workspaces.services import workspace_member_add
+
+    workspace_member_add(workspace=demo.workspaces["workspace_b"], user=alice, role="viewer")
+    base = {"workspace": "workspace_b", "name": "x", "gpu": 1}
+    assert api(bob).post("/api/v1/jobs/", base, format="json").status_code == 201
+    for body in (base, {**base, "quota": "Quota 1.1"}, {**base, "gpu": 1.5, "priority": 12}):
+        response = api(alice).post("/api/v1/jobs/", body, format="json")
+        assert response.status_code == 403, body
+        assert "needs submit_workspace" in response.json()["detail"]
+
+
 def test_lists_filter_by_workspace_status_quota_and_owner(
     api: Any, admin: Any, bob: Any, carol: Any, clock: Any
 ) -> None:

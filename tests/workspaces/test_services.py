@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
-from guardian.core import ObjectPermissionChecker
-from guardian.shortcuts import assign_perm, get_perms
+from guardian.shortcuts import get_perms
 
 from console.demo import Demo
 from console.errors import DomainError
+from workspaces.access import Access, strictest
 from workspaces.choices import Role
 from workspaces.models import Membership, ResourceUsageRule
-from workspaces.roles import MANAGE, SUBMIT, VIEW
-from workspaces.selectors import (
-    WorkspaceAccess,
-    strictest,
-    usable_quotas,
-    visible_workspace_ids,
-    workspaces_for_user,
-)
 from workspaces.services import (
     UsageRuleInput,
     resource_usage_rules_save,
@@ -50,7 +41,7 @@ def test_role_grants_exactly_its_permissions(demo: Demo, dave, role: str, perms:
     ws = demo.workspaces["workspace_b"]
     workspace_member_add(workspace=ws, user=dave, role=role)
     assert set(get_perms(dave, ws)) == perms
-    assert list(workspaces_for_user(dave)) == [ws]
+    assert list(Access(dave).workspaces()) == [ws]
 
 
 def test_changing_role_swaps_permissions(demo: Demo, dave) -> None:
@@ -65,7 +56,7 @@ def test_removing_member_drops_every_permission(demo: Demo, bob) -> None:
     ws = demo.workspaces["workspace_b"]
     workspace_member_remove(workspace=ws, user=bob)
     assert get_perms(bob, ws) == []
-    assert list(workspaces_for_user(bob)) == []
+    assert list(Access(bob).workspaces()) == []
 
 
 def test_unknown_role_is_refused(demo: Demo, dave) -> None:
@@ -75,10 +66,10 @@ def test_unknown_role_is_refused(demo: Demo, dave) -> None:
 
 
 def test_member_sees_only_own_workspace(demo: Demo, alice, bob, carol, admin) -> None:
-    assert [w.name for w in workspaces_for_user(alice)] == ["workspace_a"]
-    assert [w.name for w in workspaces_for_user(bob)] == ["workspace_b"]
-    assert [w.name for w in workspaces_for_user(carol)] == ["workspace_c"]
-    assert len(workspaces_for_user(admin)) == 3
+    assert [w.name for w in Access(alice).workspaces()] == ["workspace_a"]
+    assert [w.name for w in Access(bob).workspaces()] == ["workspace_b"]
+    assert [w.name for w in Access(carol).workspaces()] == ["workspace_c"]
+    assert len(Access(admin).workspaces()) == 3
 
 
 @pytest.mark.parametrize(
@@ -183,12 +174,12 @@ def test_usable_quotas_follow_the_role_rules(demo: Demo, bob, dave) -> None:
             UsageRuleInput(q, Role.ADMIN),
         ],
     )
-    [usable] = usable_quotas(bob, ws)
+    [usable] = Access(bob).usable_quotas(ws)
     assert (usable.quota, usable.max_gpus, usable.max_priority) == (q, 8000, 7)
     workspace_member_add(workspace=ws, user=dave, role=Role.VIEWER)
-    assert usable_quotas(dave, ws) == []
+    assert Access(dave).usable_quotas(ws) == []
     workspace_member_add(workspace=ws, user=dave, role=Role.ADMIN)
-    assert [(u.max_gpus, u.max_priority) for u in usable_quotas(dave, ws)] == [(None, None)]
+    assert [(u.max_gpus, u.max_priority) for u in Access(dave).usable_quotas(ws)] == [(None, None)]
 
 
 def test_usable_quotas_strictest_cap_of_quota_and_bound_ancestor_wins(demo: Demo, bob) -> None:
@@ -203,82 +194,12 @@ def test_usable_quotas_strictest_cap_of_quota_and_bound_ancestor_wins(demo: Demo
             UsageRuleInput(child, Role.ADMIN, max_gpus=1000, max_priority=1),
         ],
     )
-    caps = {u.quota.name: (u.max_gpus, u.max_priority) for u in usable_quotas(bob, ws)}
+    caps = {u.quota.name: (u.max_gpus, u.max_priority) for u in Access(bob).usable_quotas(ws)}
     assert caps == {"Quota 1": (4000, None), "Quota 1.1": (4000, 5)}
 
 
 def test_usable_quotas_ignore_other_workspaces_and_unbound(demo: Demo, bob) -> None:
-    assert usable_quotas(bob, demo.workspaces["workspace_c"]) == []
+    assert Access(bob).usable_quotas(demo.workspaces["workspace_c"]) == []
     ws = demo.workspaces["workspace_b"]
     workspace_quota_bind(workspace=ws, quota=demo.quotas["Quota 1.2"])
-    assert [u.quota.name for u in usable_quotas(bob, ws)] == ["Quota 1.1"]
-
-
-@pytest.mark.parametrize(
-    "grant",
-    ["none", "direct", "submit_only", "group", "both", "global", "superuser", "inactive"],
-)
-def test_visible_workspace_ids_are_those_guardian_lists(demo: Demo, dave, grant: str) -> None:
-    """The list's one-query read of the workspaces a user sees, against get_objects_for_user."""
-    ws, other = demo.workspaces["workspace_b"], demo.workspaces["workspace_c"]
-    if grant in {"direct", "both", "inactive"}:
-        assign_perm(VIEW, dave, ws)
-    if grant == "submit_only":
-        assign_perm(SUBMIT, dave, other)
-    if grant in {"group", "both"}:
-        team = Group.objects.create(name="team")
-        team.user_set.add(dave)
-        assign_perm(VIEW, team, other)
-        assign_perm(VIEW, team, ws)
-    if grant == "global":
-        assign_perm(VIEW, dave)
-    dave.is_active = grant != "inactive"
-    dave.is_superuser = grant == "superuser"
-    dave.save()
-    dave = get_user_model().objects.get(pk=dave.pk)  # no permissions cached
-    listed = sorted(workspaces_for_user(dave).values_list("pk", flat=True))
-    ids = visible_workspace_ids(dave)
-    assert (sorted(w.pk for w in demo.workspaces.values()) if ids is None else ids) == listed
-    expected = {
-        "none": set(),
-        "direct": {ws.pk},
-        "submit_only": set(),
-        "group": {ws.pk, other.pk},
-        "both": {ws.pk, other.pk},
-        "global": {w.pk for w in demo.workspaces.values()},
-        "superuser": {w.pk for w in demo.workspaces.values()},
-        "inactive": {ws.pk},
-    }[grant]
-    assert set(listed) == expected
-
-
-@pytest.mark.parametrize(
-    "grant",
-    ["none", "direct", "group", "inactive", "superuser", "other_workspace"],
-)
-def test_workspace_access_answers_as_guardian_does(demo: Demo, dave, grant: str) -> None:
-    """One query for a user's own and their groups' object permissions, same answers."""
-    ws, other = demo.workspaces["workspace_b"], demo.workspaces["workspace_c"]
-    if grant in {"direct", "inactive"}:
-        assign_perm(SUBMIT, dave, ws)
-    if grant == "group":
-        team = Group.objects.create(name="team")
-        team.user_set.add(dave)
-        assign_perm(VIEW, team, ws)
-    if grant == "other_workspace":
-        assign_perm(SUBMIT, dave, other)
-    dave.is_active = grant != "inactive"
-    dave.is_superuser = grant == "superuser"
-    dave.save()
-    access, checker = WorkspaceAccess(dave), ObjectPermissionChecker(dave)
-    answers = {p: access.has_perm(p, ws) for p in (VIEW, SUBMIT, MANAGE)}
-    assert answers == {p: checker.has_perm(p, ws) for p in (VIEW, SUBMIT, MANAGE)}
-    expected = {
-        "none": set(),
-        "direct": {SUBMIT},
-        "group": {VIEW},
-        "inactive": set(),
-        "superuser": {VIEW, SUBMIT, MANAGE},
-        "other_workspace": set(),
-    }[grant]
-    assert {p for p, held in answers.items() if held} == expected
+    assert [u.quota.name for u in Access(bob).usable_quotas(ws)] == ["Quota 1.1"]
