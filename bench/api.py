@@ -254,7 +254,7 @@ def main() -> None:
         json.dumps(
             {
                 "mode": "embedded: SQLite, uvicorn (manage.py serve), in-process runner",
-                "sqlite": "WAL, IMMEDIATE, writers queued in the process (console.sqlite)",
+                "sqlite": "WAL, IMMEDIATE, writers queued in the process (console.fast.sqlite)",
                 "jobs": args.jobs,
                 "workspaces": len(WORKSPACES),
                 "clients": args.clients,

@@ -80,10 +80,14 @@ TEMPLATES = [
     },
 ]
 
+# The speed layer (console/fast): off, the stock ORM, serializers, SQLite backend and ASGI
+# handler serve the same answers.
+TIDEPOOL_FAST_PATHS = env_bool("TIDEPOOL_FAST_PATHS", True)
+
 DATABASES: dict[str, dict[str, Any]] = {
     "default": {
-        # Django's SQLite backend, with this process's writers queued (console/sqlite).
-        "ENGINE": "console.sqlite",
+        # Django's SQLite backend, with this process's writers queued (console/fast/sqlite).
+        "ENGINE": "console.fast.sqlite" if TIDEPOOL_FAST_PATHS else "django.db.backends.sqlite3",
         "NAME": env("SQLITE_PATH", str(BASE_DIR / "tidepool.sqlite3")),
         # WAL lets pages read while the control loop writes; IMMEDIATE takes the write lock
         # up front, so concurrent writers wait instead of failing with "database is locked".
