@@ -66,7 +66,7 @@ class _Compiled:
     constants: tuple[Any, ...]
     names: tuple[str, ...]
     query: Query
-    columns: tuple[Any, ...]  # the selected expressions, whose converters results_iter applies
+    columns: list[Any]  # the selected expressions, whose converters results_iter applies
     converts: bool  # whether any column has a converter (dates, booleans, JSON)
 
     def params(self, values: Sequence[Any]) -> list[Any]:
@@ -215,7 +215,7 @@ class Statement:
         except Exception:  # a stand-in the query refuses: the real values only
             return None
         query = compiler.query
-        columns = tuple(column for column, _, _ in compiler.select[: compiler.col_count])
+        columns = [column for column, _, _ in compiler.select[: compiler.col_count]]
         if compiler.has_composite_fields(columns):  # results_iter's other step: not here
             return None
         compiled = _Compiled(

@@ -246,10 +246,10 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
             if fast.on():  # what the submit wrote is in hand: only its timeline is read
                 events = WorkloadEvent.objects.filter(workload=workload).order_by("at", "id")
                 written = _Submitted(workload, data.validated_data["node_pools"], list(events))
-                shown = [_serializer(self.detail_serializer_class).to_representation(written)]
+                rows = [_serializer(self.detail_serializer_class).to_representation(written)]
             else:
-                shown = self._detail(workload.pk)
-            shown = self.readable(shown)[0]
+                rows = self._detail(workload.pk)
+            shown = self.readable(rows)[0]
         return Response(shown, status=status.HTTP_201_CREATED)
 
     def _detail(self, pk: int) -> Shown:
