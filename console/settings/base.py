@@ -104,8 +104,6 @@ DATABASES: dict[str, dict[str, Any]] = {
 if env("DATABASE_URL", ""):
     from urllib.parse import urlparse
 
-    from psycopg_pool import ConnectionPool
-
     _url = urlparse(env("DATABASE_URL", ""))
     DATABASES["default"] = {
         "ENGINE": "django.db.backends.postgresql",
@@ -119,11 +117,11 @@ if env("DATABASE_URL", ""):
         # its own, so a connection kept by its thread (CONN_MAX_AGE) would never be reused;
         # the pool takes it back at the request's end and checks it before lending it again.
         "CONN_MAX_AGE": 0,
+        "CONN_HEALTH_CHECKS": True,  # with a pool: psycopg's check before each loan
         "OPTIONS": {
             "pool": {
                 "min_size": int(env("DATABASE_POOL_MIN", "2")),
                 "max_size": int(env("DATABASE_POOL_MAX", "10")),
-                "check": ConnectionPool.check_connection,
             }
         },
     }
