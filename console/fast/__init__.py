@@ -15,8 +15,9 @@ Off, the stock ORM querysets, DRF serializers, Django's SQLite backend and ASGI 
 the same JSON byte for byte (tests/api/test_fast_paths.py compares them). ``make pytest``
 runs the API, page, job, workspace and quota tests both ways.
 
-Measured with ``bench/api.py --compare`` (10,000 jobs, 20 clients, embedded mode): see the
-README's "Speed layer" for the figures as printed.
+Measured with ``bench/api.py --compare`` (10,000 jobs, 20 clients, embedded mode, one run on
+two busy cores): server CPU per request, on/off, 6.3/33.6 ms for a list page of 50 and
+10.5/29.2 ms for a submit; p95 243/1159 ms and 570/3206 ms (README, "Speed layer").
 """
 
 from __future__ import annotations
