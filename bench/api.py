@@ -1,6 +1,10 @@
 """API latency in the embedded mode: 10,000 jobs, 20 concurrent clients; prints one JSON object.
 
-    .venv/bin/python bench/api.py [--requests 400] [--submits 200] [--clients 20]
+    .venv/bin/python bench/api.py [--requests 400] [--submits 200] [--clients 20] [--compare]
+
+--compare runs the same requests with TIDEPOOL_FAST_PATHS on and off (console.fast), each on
+a copy of the one seeded database, and prints median, p95 and server CPU per request side by
+side with their ratios.
 
 Seeds a scratch SQLite database (bulk_create), starts a real server process
 (`manage.py serve --no-traffic`: uvicorn plus the in-process control loop on the simulated
@@ -14,6 +18,7 @@ import argparse
 import http.client
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -169,36 +174,16 @@ def hammer(port: int, clients: int, total: int, request: Any) -> tuple[dict[str,
     return _percentiles(samples), errors
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--jobs", type=int, default=10_000)
-    parser.add_argument("--clients", type=int, default=20)
-    parser.add_argument("--requests", type=int, default=400)
-    parser.add_argument("--submits", type=int, default=200)
-    args = parser.parse_args()
-
-    scratch = Path(tempfile.mkdtemp(prefix="tidepool-bench-api-"))
-    settings_module = "console.settings.local"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(scratch), os.environ.get("PYTHONPATH", "")]),
-        "DJANGO_SETTINGS_MODULE": settings_module,
-        "SQLITE_PATH": str(scratch / "bench.sqlite3"),
-        "DEBUG": os.environ.get("BENCH_DEBUG", "0"),
-    }
-    env.pop("DATABASE_URL", None)
-    os.environ.update(env)
-    began = time.perf_counter()
-    tokens = seed(args.jobs)
-    seed_seconds = time.perf_counter() - began
-
+def measure(env: dict[str, str], tokens: dict[str, str], args: Any) -> dict[str, Any]:
+    """Start a server on `env`'s database, warm it up, then time the lists and the submits."""
     port = _free_port()
+    log = Path(env["SQLITE_PATH"]).with_suffix(".log")
     server = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--port", str(port), "--no-traffic"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=open(scratch / "server.log", "w"),  # noqa: SIM115
+        stderr=open(log, "w"),  # noqa: SIM115
     )
     try:
         deadline = time.monotonic() + 60
@@ -249,19 +234,102 @@ def main() -> None:
             server.wait(timeout=10)
         except subprocess.TimeoutExpired:
             server.kill()
+    return {
+        "list_jobs_page_of_50": {**listed, "errors": len(list_errors)},
+        "submit_job": {**submitted, "errors": len(submit_errors)},
+        "error_samples": (list_errors + submit_errors)[:5],
+    }
 
+
+# The figures --compare sets side by side.
+COMPARED = ("median_ms", "p95_ms", "server_cpu_ms")
+
+
+def side_by_side(on: dict[str, Any], off: dict[str, Any]) -> dict[str, Any]:
+    """Each compared figure with the switch on and off, and how many times off is on's."""
+    table: dict[str, Any] = {}
+    for request in ("list_jobs_page_of_50", "submit_job"):
+        table[request] = {
+            figure: {
+                "on": on[request][figure],
+                "off": off[request][figure],
+                "off/on": round(off[request][figure] / max(on[request][figure], 1e-9), 2),
+            }
+            for figure in COMPARED
+        }
+        table[request]["errors"] = {"on": on[request]["errors"], "off": off[request]["errors"]}
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--submits", type=int, default=200)
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="run with TIDEPOOL_FAST_PATHS on, then off, each on a copy of one seeded database",
+    )
+    args = parser.parse_args()
+
+    scratch = Path(tempfile.mkdtemp(prefix="tidepool-bench-api-"))
+    settings_module = "console.settings.local"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(scratch), os.environ.get("PYTHONPATH", "")]),
+        "DJANGO_SETTINGS_MODULE": settings_module,
+        "SQLITE_PATH": str(scratch / "bench.sqlite3"),
+        "DEBUG": os.environ.get("BENCH_DEBUG", "0"),
+    }
+    env.pop("DATABASE_URL", None)
+    os.environ.update(env)
+    began = time.perf_counter()
+    tokens = seed(args.jobs)
+    seed_seconds = time.perf_counter() - began
+    from django.db import connection
+
+    with connection.cursor() as cursor:  # the seed's WAL into the file copied below
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+
+    switch = os.environ.get("TIDEPOOL_FAST_PATHS", "1")
+    runs = ("1", "0") if args.compare else (switch,)
+    figures = {}
+    for value in runs:
+        database = scratch / f"bench-{value}.sqlite3"
+        shutil.copyfile(scratch / "bench.sqlite3", database)
+        run_env = {**env, "SQLITE_PATH": str(database), "TIDEPOOL_FAST_PATHS": value}
+        figures[value] = measure(run_env, tokens, args)
+
+    head = {
+        "mode": "embedded: SQLite, uvicorn (manage.py serve), in-process runner",
+        "jobs": args.jobs,
+        "workspaces": len(WORKSPACES),
+        "clients": args.clients,
+        "seed_seconds": round(seed_seconds, 1),
+    }
+    if args.compare:
+        body = {
+            "compare": "TIDEPOOL_FAST_PATHS on (speed layer) vs off (stock ORM, serializers, "
+            "SQLite backend, ASGI handler)",
+            **side_by_side(figures["1"], figures["0"]),
+            "error_samples": figures["1"]["error_samples"] + figures["0"]["error_samples"],
+        }
+    else:
+        body = {
+            "fast_paths": switch,
+            "sqlite": "WAL, IMMEDIATE, writers queued in the process (console.fast.sqlite)"
+            if switch != "0"
+            else "WAL, IMMEDIATE, Django's backend",
+            **figures[switch],
+        }
     print(
         json.dumps(
             {
-                "mode": "embedded: SQLite, uvicorn (manage.py serve), in-process runner",
-                "sqlite": "WAL, IMMEDIATE, writers queued in the process (console.sqlite)",
-                "jobs": args.jobs,
-                "workspaces": len(WORKSPACES),
-                "clients": args.clients,
-                "seed_seconds": round(seed_seconds, 1),
-                "list_jobs_page_of_50": {**listed, "errors": len(list_errors)},
-                "submit_job": {**submitted, "errors": len(submit_errors)},
-                "error_samples": (list_errors + submit_errors)[:5],
+                **head,
+                **body,
                 "goal_p95_ms": 150,
                 "load_average": [round(x, 2) for x in os.getloadavg()],
             }

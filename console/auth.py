@@ -5,7 +5,8 @@ settings name it as the default too, so every view (the schema's included) authe
 with one class and the OpenAPI schema shows one ``tokenAuth`` scheme. Models are imported
 when a request comes, as DRF's own class does: DRF reads the settings' classes while Django
 is still loading its apps. The global permissions of a user who is not a superuser (is
-this a platform admin?) are Django's ModelBackend's, its two queries compiled once.
+this a platform admin?) are Django's ModelBackend's, its two queries compiled once. With
+the switch off (``console.fast``) both are DRF's and Django's own.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from django.contrib.auth.backends import ModelBackend
 from django.db.models import QuerySet
 from rest_framework.authentication import TokenAuthentication
 
-from console.statements import Statement, columns
+from console import fast
+from console.fast.statements import Statement, columns
 
 
 def _token_and_user(shape: tuple[str, ...], key: str) -> QuerySet[Any]:
@@ -38,6 +40,8 @@ class CompiledTokenAuthentication(TokenAuthentication):
         """The token's active user and the token; DRF's own 401 for any other key."""
         from rest_framework.authtoken.models import Token
 
+        if not fast.on():
+            return super().authenticate_credentials(key)
         user_model = get_user_model()
         names = columns(user_model)
         found = _TOKEN_AND_USER.rows(key, shape=names)
@@ -54,8 +58,12 @@ class CompiledTokenAuthentication(TokenAuthentication):
 
 def _permissions(shape: str, user_pk: int) -> QuerySet[Any]:
     """What ModelBackend reads of a user's permissions: ``shape`` "user" (own) or "group"."""
-    user = get_user_model()(pk=user_pk)
-    granted: QuerySet[Any] = getattr(ModelBackend(), f"_get_{shape}_permissions")(user)
+    from django.contrib.auth.models import Group, Permission
+
+    if shape == "user":
+        granted = Permission.objects.filter(user=user_pk)
+    else:
+        granted = Permission.objects.filter(group__in=Group.objects.filter(user=user_pk))
     return granted.values("content_type__app_label", "codename").order_by()
 
 
@@ -65,14 +73,22 @@ _PERMISSIONS = Statement(_permissions)
 class CompiledModelBackend(ModelBackend):
     """Django's ModelBackend; a user's own and group permissions read by statements."""
 
-    def _get_permissions(self, user_obj: Any, obj: Any, from_name: str) -> set[str]:
-        """As ModelBackend caches them on the user: ``{"app_label.codename", …}``."""
+    def get_user_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
+        """The user's own permissions, as ModelBackend finds and caches them."""
+        return self._granted(user_obj, obj, "user")
+
+    def get_group_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
+        """The permissions of the user's groups, as ModelBackend finds and caches them."""
+        return self._granted(user_obj, obj, "group")
+
+    def _granted(self, user_obj: Any, obj: Any, kind: str) -> set[str]:
+        """``{"app_label.codename", …}``, cached on the user under ModelBackend's name."""
         plain = user_obj.is_active and not user_obj.is_anonymous and not user_obj.is_superuser
-        cache = f"_{from_name}_perm_cache"
-        if not plain or obj is not None or hasattr(user_obj, cache):
-            known: set[str] = super()._get_permissions(user_obj, obj, from_name)  # type: ignore[misc]
+        cache = f"_{kind}_perm_cache"
+        if not fast.on() or not plain or obj is not None or hasattr(user_obj, cache):
+            known: set[str] = getattr(super(), f"get_{kind}_permissions")(user_obj, obj)
             return known
-        rows = _PERMISSIONS.rows(user_obj.pk, shape=from_name)
+        rows = _PERMISSIONS.rows(user_obj.pk, shape=kind)
         granted = {f"{row['content_type__app_label']}.{row['codename']}" for row in rows}
         setattr(user_obj, cache, granted)
         return granted

@@ -1,19 +1,22 @@
-"""The console as one ASGI app: HTTP in one hop to a long-lived thread, websockets by Channels.
+"""The embedded console as one ASGI app: HTTP in one hop to a long-lived thread (SQLite only).
 
 Django's own ASGIHandler runs each request's sync code in a thread made for that request
 (so a new database connection per request) and hops between the event loop and that thread
 for every middleware. Here the event loop only reads the request and writes the response;
 Django's sync handler chain (request_started, middleware, view, request_finished) runs in
-one call on a long-lived thread that keeps its database connection (``CONN_MAX_AGE``).
+one call on a long-lived thread that keeps its SQLite connection (``CONN_MAX_AGE=None``).
+The distributed mode serves ``console.asgi`` (Django's handler, PostgreSQL connections from
+a pool); with the switch off (``console.fast``) the embedded mode does too.
 
 Reads and writes have a pool each. Python runs one thread at a time (the GIL), so more
 runnable threads add hand-overs, not speed: a list page of 50 cost 4.7-4.9 ms of CPU with
 one or two threads at it, 5.4 ms with four and 5.9 ms with eight (medians of seven runs on
 two busy cores). Two read threads let one thread's SQLite work (done without the GIL)
-overlap another's Python, and keep one slow read from holding up the rest. Writes queue on
-the database's write lock, where a waiting thread is not runnable; in their own pool,
-writers waiting behind the control loop never take a thread a read could use, and four
-leave room beside them for POSTs that take no lock (a scale preview only reads).
+overlap another's Python, and keep one slow read from holding up the rest. Every POST goes
+to the write pool, even one that changes nothing: a scale preview runs the scale in a
+transaction it rolls back, so it too waits for the write lock. Writers wait on that lock in
+their own pool, where a waiting thread is not runnable, and never take a thread a read could
+use.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import HttpResponseBase
 from django.urls import set_script_prefix
 
+from console import fast
 from jobs.live import sending_on
 
 Message = dict[str, Any]
@@ -96,13 +100,16 @@ def _start_message(response: HttpResponseBase) -> Message:
 
 
 def application(*, static: bool = False, read_threads: int = 2, write_threads: int = 4) -> Any:
-    """HTTP through ThreadedASGIHandler (static files too when asked), websockets as asgi.py."""
+    """HTTP through ThreadedASGIHandler, or with the switch off Django's (static files too
+    when asked); websockets as asgi.py."""
     from channels.routing import ProtocolTypeRouter
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
     from console.asgi import application as console
 
-    http: Any = ThreadedASGIHandler(read_threads=read_threads, write_threads=write_threads)
+    http: Any = console.application_mapping["http"]
+    if fast.on():
+        http = ThreadedASGIHandler(read_threads=read_threads, write_threads=write_threads)
     if static:
         http = ASGIStaticFilesHandler(http)
     app = ProtocolTypeRouter({"http": http, "websocket": console.application_mapping["websocket"]})

@@ -59,22 +59,25 @@ def test_database_url_keeps_sslmode_and_other_options() -> None:
         6432,
     )
     assert config["NAME"] == "tidepool"
-    assert config["OPTIONS"] == {"sslmode": "verify-full"}
+    assert config["OPTIONS"]["sslmode"] == "verify-full"
 
 
-def test_postgres_connections_last_a_minute_and_are_checked_before_reuse() -> None:
-    config = database("postgresql://tp@127.0.0.1/tidepool")
-    assert (config["CONN_MAX_AGE"], config["CONN_HEALTH_CHECKS"]) == (60, True)
+def test_postgres_connections_come_from_a_pool_checked_before_each_loan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DATABASE_POOL_MAX", "20")
+    config = database("postgresql://tp@127.0.0.1/tidepool?sslmode=require")
+    assert config["OPTIONS"] == {"sslmode": "require", "pool": {"min_size": 2, "max_size": 20}}
+    assert (config["CONN_MAX_AGE"], config["CONN_HEALTH_CHECKS"]) == (0, True)
 
 
-def test_connection_age_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DATABASE_CONN_MAX_AGE", "0")
-    assert database("postgres://tp@127.0.0.1/tidepool")["CONN_MAX_AGE"] == 0
-
-
-def test_a_pooled_url_turns_persistent_connections_off() -> None:
-    config = database("postgres://tp@127.0.0.1/tidepool?pool=true")
-    assert (config["OPTIONS"], config["CONN_MAX_AGE"]) == ({"pool": True}, 0)
+def test_without_the_pool_connections_last_as_long_as_the_environment_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert database("postgres://tp@127.0.0.1/tidepool?pool=false")["CONN_MAX_AGE"] == 60
+    monkeypatch.setenv("DATABASE_CONN_MAX_AGE", "5")
+    config = database("postgres://tp@127.0.0.1/tidepool?pool=off")
+    assert (config["OPTIONS"], config["CONN_MAX_AGE"]) == ({}, 5)
 
 
 def test_without_a_url_sqlite_keeps_its_embedded_defaults(
@@ -82,7 +85,7 @@ def test_without_a_url_sqlite_keeps_its_embedded_defaults(
 ) -> None:
     monkeypatch.setenv("SQLITE_PATH", "/tmp/tp.sqlite3")
     for config in (database(""), database("sqlite:////tmp/tp.sqlite3")):
-        assert config["ENGINE"] == "console.sqlite"
+        assert config["ENGINE"] == "console.fast.sqlite"
         assert config["NAME"] == "/tmp/tp.sqlite3"
         assert config["CONN_MAX_AGE"] is None
         assert config["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
@@ -98,4 +101,4 @@ def test_sslmode_survives_into_the_loaded_settings() -> None:
         DATABASE_URL="postgres://tp@db.example/tidepool?sslmode=require",
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "{'sslmode': 'require'}"
+    assert result.stdout.splitlines()[-1].startswith("{'sslmode': 'require', 'pool': ")

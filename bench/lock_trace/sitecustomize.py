@@ -1,6 +1,6 @@
 """Loaded by `bench/lock_holds.py` into the server it starts: log every hold of the writer lock.
 
-Each hold of console.sqlite's process writer lock becomes a line in $LOCKTRACE_OUT:
+Each hold of console.fast.sqlite's process writer lock becomes a line in $LOCKTRACE_OUT:
 ``monotonic-seconds label held-ms``, the label being the control-loop task (console.runner)
 or the thread's name (``http-write`` for API writes). Only in `manage.py serve`.
 """
@@ -48,7 +48,7 @@ class TracedLock:
 
 def _patch(name: str, module: ModuleType) -> None:
     """Trace the writer lock; name the runner's tasks."""
-    if name == "console.sqlite.base":
+    if name == "console.fast.sqlite.base":
         module._writer = TracedLock(module._writer, open(OUT, "a", buffering=1))  # noqa: SIM115
         return
     call = module.Runner._call
@@ -67,7 +67,7 @@ class _Finder(importlib.abc.MetaPathFinder):
     """Patch the two modules right after they are first imported."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name not in ("console.sqlite.base", "console.runner"):
+        if name not in ("console.fast.sqlite.base", "console.runner"):
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:

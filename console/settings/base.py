@@ -81,12 +81,16 @@ TEMPLATES = [
     },
 ]
 
+# The speed layer (console/fast): off, the stock ORM, serializers, SQLite backend and ASGI
+# handler serve the same answers.
+TIDEPOOL_FAST_PATHS = env_bool("TIDEPOOL_FAST_PATHS", True)
+
 
 def sqlite(name: str) -> dict[str, Any]:
     """The embedded database: SQLite at that path, tuned for one busy process."""
     return {
-        # Django's SQLite backend, with this process's writers queued (console/sqlite).
-        "ENGINE": "console.sqlite",
+        # Django's SQLite backend, with this process's writers queued (console/fast/sqlite).
+        "ENGINE": "console.fast.sqlite" if TIDEPOOL_FAST_PATHS else "django.db.backends.sqlite3",
         "NAME": name,
         # WAL lets pages read while the control loop writes; IMMEDIATE takes the write lock
         # up front, so concurrent writers wait instead of failing with "database is locked".
@@ -105,22 +109,29 @@ def database(url: str) -> dict[str, Any]:
     """The default database: embedded SQLite, or what a DATABASE_URL names (dj-database-url).
 
     The URL's query string becomes OPTIONS, so `?sslmode=verify-full&sslrootcert=…` reaches
-    psycopg and `?pool=true` turns on psycopg's connection pool.
+    psycopg. PostgreSQL connections come from psycopg's pool, one per process: Django's ASGI
+    handler runs each request on a thread of its own, so a connection kept by its thread
+    (CONN_MAX_AGE) would never be reused, while the pool takes it back at the request's end
+    and checks it before lending it again. `?pool=false` keeps a connection per thread for
+    DATABASE_CONN_MAX_AGE seconds instead.
     """
     if not url:
         return sqlite(env("SQLITE_PATH", str(BASE_DIR / "tidepool.sqlite3")))
     config: dict[str, Any] = dict(
         dj_database_url.parse(
             url,
-            # Each web thread and worker keeps its connection (a new one cost about an eighth
-            # of a submit's time), checked before reuse so a restarted server costs no request.
             conn_max_age=int(env("DATABASE_CONN_MAX_AGE", "60")),
             conn_health_checks=True,
         )
     )
     if config["ENGINE"] == "django.db.backends.sqlite3":
         return sqlite(config["NAME"])
-    if config.get("OPTIONS", {}).get("pool"):
+    options = config.setdefault("OPTIONS", {})
+    if str(options.pop("pool", "true")).lower() in {"1", "true", "yes", "on"}:
+        options["pool"] = {
+            "min_size": int(env("DATABASE_POOL_MIN", "2")),
+            "max_size": int(env("DATABASE_POOL_MAX", "10")),
+        }
         config["CONN_MAX_AGE"] = 0  # the pool keeps the connections; Django refuses both
     return config
 

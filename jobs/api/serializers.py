@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from console.api import FiniteFloatField, GPUField, ref, whole
-from console.statements import Statement, columns, loaded
+from console.fast.statements import Statement, columns, loaded
 from jobs.choices import EventKind, IdlePolicy, PodStatus, RestartMode
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.services.workloads import Shape

@@ -2,6 +2,11 @@
 
 Submitting, cancelling, stopping, scaling and editing scaling rules need the submit
 permission on the workload's workspace (developers, operators, workspace admins).
+
+A workload's JSON is the serializer's. With the switch on (``console.fast``) lists and
+action answers build it from values() rows (``console.fast.rows``) instead; off, every
+answer comes from the serializer over the viewset's queryset. tests/api/test_fast_paths.py
+holds both to the same bytes.
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from console import fast
 from console.api import ClusterViewSet, FieldFilterBackend, WorkspaceScopedViewSet
+from console.fast.rows import build_workloads, row_keys, workload_rows
+from console.fast.statements import ROWS, Statement
 from console.numbers import is_digits
-from console.statements import ROWS, Statement
 from jobs import clock
 from jobs.api import serializers as s
-from jobs.api.rows import build_workloads, row_keys, workload_rows
 from jobs.choices import Kind
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.services.scaling import (
@@ -145,10 +151,12 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
 
     def get_queryset(self) -> QuerySet[Any]:
         """Rows of this kind with everything a page shows, in a fixed number of queries."""
+        return self.shown(super().get_queryset())
+
+    def shown(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """`queryset`'s rows of this kind, with what the action's serializer shows."""
         queryset = (
-            super()
-            .get_queryset()
-            .filter(kind=self.kind)
+            queryset.filter(kind=self.kind)
             .select_related("workspace", "quota", "owner")
             .prefetch_related("node_pools", PODS)
         )
@@ -158,11 +166,17 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         return queryset
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        """A page of this kind, shown as ``serializer_class`` shows it (built from values()).
+        """A page of this kind, shown as ``serializer_class`` shows it."""
+        if not fast.on():
+            page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+            assert page is not None  # every list is paginated (REST_FRAMEWORK's PAGE_SIZE)
+            shown = self.get_serializer(page, many=True).data
+            return self.get_paginated_response(self.readable(shown))
+        return self._fast_list(request)
 
-        The page's rows come in one query walking the list index; the count comes from the
-        filtered rows alone, without the joins that fetch names.
-        """
+    def _fast_list(self, request: Request) -> Response:
+        """The page built from values() rows: one query walking the list index for the page,
+        the count from the filtered rows alone, without the joins that fetch names."""
         shown = self.get_serializer_class()
         visible = self.access.visible_ids()
         given = FieldFilterBackend.given(request, self.filter_fields)
@@ -222,20 +236,33 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         with transaction.atomic():
             data.is_valid(raise_exception=True)
             workload = self.submit(data)
-            # What the submit wrote is in hand: only its timeline entry is read back, before
-            # the commit. Once committed, nothing may fail the answer: a 500 for a job that
-            # exists would send the client's retry into "name exists".
-            events = WorkloadEvent.objects.filter(workload=workload).order_by("at", "id")
-            written = _Submitted(workload, data.validated_data["node_pools"], list(events))
-            shown = _serializer(self.detail_serializer_class).to_representation(written)
-            shown = self.readable([shown])[0]
+            # Read back before the commit: once committed, nothing may fail the answer (a 500
+            # for a job that exists would send the client's retry into "name exists").
+            if fast.on():  # what the submit wrote is in hand: only its timeline is read
+                events = WorkloadEvent.objects.filter(workload=workload).order_by("at", "id")
+                written = _Submitted(workload, data.validated_data["node_pools"], list(events))
+                rows = [_serializer(self.detail_serializer_class).to_representation(written)]
+            else:
+                rows = self._detail(workload.pk)
+            shown = self.readable(rows)[0]
         return Response(shown, status=status.HTTP_201_CREATED)
+
+    def _detail(self, pk: int) -> Shown:
+        """The workload `pk` as stored now, as the detail serializer shows it ([] if gone).
+
+        Only for a workload the request already holds (its access checked).
+        """
+        if fast.on():
+            return workload_rows(
+                [pk], self.detail_serializer_class, s.PodSerializer, s.EventSerializer
+            )
+        # Found by pk alone: the caller has the workload, so the user's access is checked.
+        found = self.shown(Workload.objects.filter(pk=pk))
+        return list(self.detail_serializer_class(found, many=True).data)
 
     def _answer(self, workload: Workload, code: int = status.HTTP_200_OK) -> Response:
         """The workload as stored now, with its events (as the detail serializer shows it)."""
-        rows = workload_rows(
-            [workload.pk], self.detail_serializer_class, s.PodSerializer, s.EventSerializer
-        )
+        rows = self._detail(workload.pk)
         if not rows:  # gone since (a workspace deleted with its workloads)
             raise Http404("No such object.")
         return Response(self.readable(rows)[0], status=code)

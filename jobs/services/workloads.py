@@ -10,8 +10,8 @@ from typing import Any
 from django.db import transaction
 
 from console.errors import DomainError
+from console.fast.statements import Statement
 from console.numbers import INT32
-from console.statements import Statement
 from console.units import called, duration_text, milli_to_gpus
 from jobs import clock
 from jobs.choices import (

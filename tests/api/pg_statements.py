@@ -22,7 +22,7 @@ from django.db import connection, connections  # noqa: E402
 from rest_framework.authtoken.models import Token  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
 
-from console.statements import Statement  # noqa: E402
+from console.fast.statements import Statement  # noqa: E402
 
 
 def main() -> None:

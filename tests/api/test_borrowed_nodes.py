@@ -1,6 +1,6 @@
 """The API never gives a member the node of a borrowed pod; platform admins get it everywhere.
 
-Lists are built from rows (jobs.api.rows), a detail by the serializers, an action's answer
+Lists are built from rows (console.fast.rows), a detail by the serializers, an action's answer
 (cancel, scale) from rows again: every path is searched for every node name.
 """
 

@@ -187,8 +187,8 @@ def test_answers_to_actions_show_what_the_detail_serializers_show(
     """Submit, cancel and scale answer with rows built from values(), as the detail shows."""
     from rest_framework.renderers import JSONRenderer
 
+    from console.fast.rows import workload_rows
     from jobs.api import serializers as s
-    from jobs.api.rows import workload_rows
 
     _seed(demo, bob, clock, 12)
     _vary(demo, clock)

@@ -14,10 +14,10 @@ from django.core.signals import request_finished, request_started
 from django.db import connection
 from rest_framework.authtoken.models import Token
 
+from console.fast.sqlite import base
 from console.serving import ThreadedASGIHandler, application
-from console.sqlite import base
 
-from .locks import WatchedLock
+from .locks import WatchedLock, queued_writers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -131,7 +131,7 @@ def test_a_request_runs_in_one_worker_thread_that_keeps_its_connection(demo: Any
     assert len(connections) == 1 and id(None) not in connections
 
 
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="the embedded mode's write lock")
+@queued_writers
 def test_reads_answer_while_a_submit_waits_for_the_write_lock(
     demo: Any, bob: Any, monkeypatch: Any
 ) -> None:

@@ -1,4 +1,4 @@
-"""The embedded server's SQLite backend queues its writers in the process (console/sqlite)."""
+"""The embedded server's SQLite backend queues its writers in the process (console/fast/sqlite)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,17 @@ import threading
 from typing import Any
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connections, transaction
 
-from console.sqlite import base
+from console.fast.sqlite import base
 from jobs.models import ControlState
 
-from .locks import WatchedLock
+from .locks import WatchedLock, queued_writers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="the embedded mode's backend")
+@queued_writers
 def test_a_second_writer_starts_when_the_first_commits(monkeypatch: Any) -> None:
     lock = WatchedLock()
     monkeypatch.setattr(base, "_writer", lock)
@@ -47,7 +47,7 @@ def test_a_second_writer_starts_when_the_first_commits(monkeypatch: Any) -> None
     assert not lock.locked()
 
 
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="the embedded mode's backend")
+@queued_writers
 def test_a_failed_transaction_lets_the_next_writer_in() -> None:
     with pytest.raises(ZeroDivisionError), transaction.atomic():
         ControlState.objects.create(pk=1, cycles=0)

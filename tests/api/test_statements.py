@@ -1,4 +1,4 @@
-"""Reads compiled once (console.statements) answer what the ORM answers, for any values."""
+"""Reads compiled once (console.fast.statements) answer what the ORM answers, for any values."""
 
 from __future__ import annotations
 
@@ -12,13 +12,19 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 
-from console.statements import ROWS, Statement
+from console.fast.statements import ROWS, Statement
 from jobs import clock
 from jobs.choices import Kind, Status
 from jobs.models import Workload
 from quotas.models import Quota
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fast_paths(settings: Any) -> None:
+    """These tests are of the compiled path itself, whichever way the suite runs."""
+    settings.TIDEPOOL_FAST_PATHS = True
 
 
 def _seed(demo: Any, bob: Any, carol: Any) -> None:
@@ -110,12 +116,22 @@ def test_count_counts_the_filtered_rows(demo: Any, bob: Any, carol: Any) -> None
 
 
 @pytest.mark.django_db(transaction=True)
-def test_each_thread_compiles_on_its_own_connection(demo: Any, bob: Any, carol: Any) -> None:
-    """A second thread (its own connection) reads with its own compile, the same rows."""
+def test_a_new_connection_reuses_the_sql_compiled_on_another(
+    demo: Any, bob: Any, carol: Any
+) -> None:
+    """A request on a new thread (its own connection, as under Django's ASGI handler) reads
+    the same rows without compiling again."""
     _seed(demo, bob, carol)
-    statement = Statement(_jobs)
+    built: list[Any] = []
+
+    def counted(shape: tuple[str, ...], *values: Any) -> Any:
+        built.append(values)
+        return _jobs(shape, *values)
+
+    statement = Statement(counted)
     shape = ("workspace__name",)
     mine = statement.rows("workspace_b", shape=shape)
+    assert len(built) == 2  # the real values and the stand-ins
     theirs: list[Any] = []
 
     def read() -> None:
@@ -128,6 +144,7 @@ def test_each_thread_compiles_on_its_own_connection(demo: Any, bob: Any, carol: 
     thread.start()
     thread.join()
     assert mine == theirs == _orm(shape, "workspace_b")
+    assert len(built) == 2
 
 
 @pytest.mark.django_db(transaction=True)
@@ -177,7 +194,7 @@ def test_a_statement_keeps_the_shapes_last_used(
     demo: Any, bob: Any, carol: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Memory stays bounded however many shapes come; a dropped one is compiled again."""
-    from console import statements
+    from console.fast import statements
 
     _seed(demo, bob, carol)
     monkeypatch.setattr(statements, "KEPT", 2)
@@ -187,6 +204,17 @@ def test_a_statement_keeps_the_shapes_last_used(
             assert statement.rows(*values, shape=shape) == _orm(shape, *values)
     kept = statement.kept(connections["default"])
     assert [shape for shape, _ in kept] == [("workspace__name", "status"), ("owner__username",)]
+
+
+def test_with_the_switch_off_a_statement_is_its_queryset(
+    demo: Any, bob: Any, carol: Any, settings: Any
+) -> None:
+    _seed(demo, bob, carol)
+    settings.TIDEPOOL_FAST_PATHS = False
+    statement = Statement(_jobs)
+    shape = ("workspace__name",)
+    assert statement.rows("workspace_b", shape=shape, high=3) == _orm(shape, "workspace_b", high=3)
+    assert not statement.kept(connections["default"])
 
 
 def test_values_other_than_text_and_numbers_are_refused(demo: Any) -> None:

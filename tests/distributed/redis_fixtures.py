@@ -99,7 +99,7 @@ def celery_on_redis(
 
 @pytest.fixture
 def web(redis_server: RedisServer, transactional_db: None, tmp_path: Path) -> Iterator[str]:
-    """A web process as production runs it (uvicorn, console.serving); yields host:port."""
+    """A web process as production runs it (uvicorn on console.asgi); yields host:port."""
     port = free_port()
     log = tmp_path / "web.log"
     proc = subprocess.Popen(
@@ -107,8 +107,7 @@ def web(redis_server: RedisServer, transactional_db: None, tmp_path: Path) -> It
             sys.executable,
             "-m",
             "uvicorn",
-            "--factory",
-            "console.serving:application",
+            "console.asgi:application",
             "--host",
             "127.0.0.1",
             "--port",

@@ -1,10 +1,10 @@
 """Workloads built from ``.values()`` rows, as the list (or detail) serializers would show them.
 
 A page of 50 through ``ModelSerializer`` builds about 100 model instances and calls a DRF
-field per value; here a page is three queries (the page's rows, walked in list order on the
-list index, their node pools, their pods) and one converter per value. The plan of fields
-comes from the serializer itself, so the JSON keeps its fields, their order and their values
-(tests compare both ways on every kind).
+field per value; here the page's rows (the view reads them), their node pools and their pods
+(and a detail's events) are one query each, and each value takes one converter. The plan of
+fields comes from the serializer itself, so the JSON keeps its fields, their order and their
+values (tests/api/test_fast_paths.py compares both ways, byte for byte, on every kind).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rest_framework import fields as f
 from rest_framework.settings import api_settings
 
 from console.api import GPUField
-from console.statements import Statement
+from console.fast.statements import Statement
 from jobs.models import Pod, Workload, WorkloadEvent
 
 Convert = Callable[[Any], Any]
