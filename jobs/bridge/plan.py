@@ -193,13 +193,9 @@ def _starts(
     admissions: tuple[Admission, ...], reading: Reading, ahead: _Ahead, now: datetime
 ) -> tuple[Start, ...]:
     """The admitted workloads' pods and rows; each new pod continues its workload's indexes."""
-    rows = reading.workloads
+    admitted = [(a, reading.workloads[a.workload].workload) for a in admissions]
     # Evicted earlier this cycle with fault tolerance off: those ended Failed.
-    admitted = [
-        (a, rows[a.workload].workload)
-        for a in admissions
-        if ahead.get(rows[a.workload].workload, "status") not in ENDED_STATUSES
-    ]
+    admitted = [(a, w) for a, w in admitted if ahead.get(w, "status") not in ENDED_STATUSES]
     started = {w.pk for _, w in admitted}
     top = Pod.objects.filter(workload__in=started).values("workload").annotate(top=Max("index"))
     next_index = {r["workload"]: r["top"] + 1 for r in top}
