@@ -88,10 +88,10 @@ def run(days: int, *, static: bool, why_idle: bool = False) -> dict[str, object]
 
     from console.demo import seed_demo, seed_demo_service
     from console.traffic import DemoTraffic
-    from jobs import bridge
     from jobs import clock as clock_module
     from jobs.backends import set_backend
     from jobs.backends.simulated import SimulatedBackend
+    from jobs.bridge.snapshot import build
     from jobs.choices import ENDED_STATUSES, EventKind, Kind, PodStatus, Status
     from jobs.clock import ManualClock
     from jobs.models import Pod, UsageSample, Workload, WorkloadEvent
@@ -132,8 +132,8 @@ def run(days: int, *, static: bool, why_idle: bool = False) -> dict[str, object]
         cycle_seconds.append(time.perf_counter() - t0)
         usage_sample(now=now)
         if why_idle:
-            snap = bridge.build(now)
-            reasons = {name: w.pending_reason for name, w in snap.workloads.items()}
+            snap = build(now)
+            reasons = {name: i.workload.pending_reason for name, i in snap.workloads.items()}
             cause, idle, reason = idle_causes(snap.snapshot, reasons)
             if cause:
                 idle_minutes[cause] += idle / 1000

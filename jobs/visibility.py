@@ -7,7 +7,7 @@ platform admins see a borrowed pod's node, everywhere (pages, API, websocket, CL
 The rules, in one place:
 
 - **Per pod.** ``Pod.borrowed`` is set when the pod is placed Not in Quota and follows its
-  workload's label while it runs (``_classify`` in ``jobs.services.cycle``). A borrowed pod
+  workload's label while it runs (``_relabels`` in ``jobs.bridge.plan``). A borrowed pod
   shows members no node; a pod that turns In Quota shows its node again.
 - **Stored timeline text never names a borrowed pod's node.** Members read event messages, so
   an entry about a borrowed placement (the PLACED entry of a Not-in-Quota admission, the

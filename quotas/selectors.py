@@ -13,7 +13,7 @@ from django.db.models import Case, Count, IntegerField, Prefetch, Q, QuerySet, S
 
 from console.templatetags.tidepool import cores, gib
 from console.units import milli_to_gpus
-from jobs.bridge import scale_preview
+from jobs.bridge.preview import scale_preview
 from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES, WAITING_STATUSES, Status
 from jobs.models import Pod, Workload
 from quotas.amounts import RESOURCES, Amounts
@@ -520,7 +520,7 @@ def quota_scale_preview(
     """What scaling `quota` to `resources` would do to running workloads; nothing is changed.
 
     quota_scale runs first in a savepoint that is rolled back, so a change the service would
-    refuse is refused here with its message. jobs.bridge.scale_preview answers which
+    refuse is refused here with its message. jobs.bridge.preview.scale_preview answers which
     workloads would leave quota; asked the other way round inside the trial, which would join.
     """
     current = quota_amounts(quota)
@@ -550,7 +550,7 @@ def quota_rebalance_preview(
     """What moving amounts from `source` to `target` would push out of quota in `source`.
 
     The move is tried in a savepoint that is rolled back (so refusals read as the service's),
-    and the source's amounts after it are previewed with jobs.bridge.scale_preview.
+    and the source's amounts after it are previewed with jobs.bridge.preview.scale_preview.
     """
     try:
         with transaction.atomic():

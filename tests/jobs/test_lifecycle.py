@@ -191,7 +191,7 @@ def test_cancel_stops_pods_and_frees_capacity_for_the_queue(bob, submit, tick, c
 
 
 def test_scale_preview_lists_jobs_that_would_become_not_in_quota(bob, submit, tick, demo) -> None:
-    from jobs.bridge import scale_preview
+    from jobs.bridge.preview import scale_preview
     from quotas.amounts import Amounts
 
     first = submit(bob, "first", replicas=3)

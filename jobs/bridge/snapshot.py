@@ -1,30 +1,36 @@
-"""The one bridge between ORM rows and the pure core's types; nothing else imports both."""
+"""Rows to the core: read the database into a core Snapshot and typed info records."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
-from console.errors import DomainError
 from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES, WAITING_STATUSES
 from jobs.models import Pod, Workload
 from jobs.scheduling import types as core
-from jobs.scheduling.classify import classify
-from quotas.amounts import Amounts
-from quotas.models import Node, NodePool, Quota, QuotaResource, ResourcePool
+from quotas.models import Node, Quota, QuotaResource, ResourcePool
 from workspaces.models import Workspace
 
 UNLIMITED = 10**15  # a max component left unset: no limit on that resource
 
 
-@dataclass
-class Bridge:
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    """An active workload row with the node pools it accepts and its live pods."""
+
+    workload: Workload
+    pool_names: tuple[str, ...]
+    live_pods: list[Pod]
+
+
+@dataclass(frozen=True)
+class Reading:
     """A snapshot for the core plus the rows its names stand for."""
 
     snapshot: core.Snapshot
-    workloads: dict[str, Workload]
+    workloads: dict[str, WorkloadInfo]
     nodes: dict[str, Node]
 
 
@@ -68,13 +74,13 @@ def _quota(
     )
 
 
-def active_workloads(quotas: Mapping[int, Quota] | None = None) -> list[Workload]:
+def active_workloads(quotas: Mapping[int, Quota] | None = None) -> list[WorkloadInfo]:
     """Queued, requeued and running workloads with their pools and live pods (4 queries).
 
-    Each row gets ``pool_names`` (sorted) and ``live_pods``. Grouped here rather than by
-    prefetch_related, which builds a queryset per workload and relation (most of a cycle's
-    snapshot time with a few hundred active workloads). The rows share one object per
-    workspace and quota (`quotas`: those already read) rather than a joined copy each.
+    Pools (sorted) and live pods are grouped here rather than by prefetch_related, which
+    builds a queryset per workload and relation (most of a cycle's snapshot time with a few
+    hundred active workloads). The rows share one object per workspace and quota (`quotas`:
+    those already read) rather than a joined copy each.
     """
     workloads: list[Workload] = list(
         Workload.objects.filter(status__in=ACTIVE_STATUSES).order_by("submitted_at", "pk")
@@ -94,10 +100,7 @@ def active_workloads(quotas: Mapping[int, Quota] | None = None) -> list[Workload
     for pod in live.select_related("node"):
         pod.workload = by_id[pod.workload_id]
         pods[pod.workload_id].append(pod)
-    for w in workloads:
-        w.pool_names = pools[w.pk]  # type: ignore[attr-defined]
-        w.live_pods = pods[w.pk]  # type: ignore[attr-defined]
-    return workloads
+    return [WorkloadInfo(w, pools[w.pk], pods[w.pk]) for w in workloads]
 
 
 def _pool_names(ids: list[int]) -> defaultdict[int, tuple[str, ...]]:
@@ -111,17 +114,17 @@ def _pool_names(ids: list[int]) -> defaultdict[int, tuple[str, ...]]:
     return defaultdict(tuple, {pk: tuple(sorted(names)) for pk, names in pools.items()})
 
 
-def to_core_workload(w: Workload) -> core.Workload:
-    """A workload row (fetched by active_workloads) as a core Workload."""
-    waiting = w.status in WAITING_STATUSES
-    pods = [] if waiting else list(w.live_pods)  # type: ignore[attr-defined]
+def to_core_workload(info: WorkloadInfo) -> core.Workload:
+    """A workload (fetched by active_workloads) as a core Workload."""
+    w = info.workload
+    pods = () if w.status in WAITING_STATUSES else info.live_pods
     return core.Workload(
         name=core_name(w),
         quota=w.quota.name,
         kind=w.kind,
         replicas=w.replicas,
         request=core.Resources(w.gpu, w.cpu, w.memory),
-        pools=w.pool_names,  # type: ignore[attr-defined]
+        pools=info.pool_names,
         priority=w.priority,
         idle=w.idle_policy,
         running=tuple(
@@ -177,44 +180,17 @@ def _cluster() -> _Cluster:
     )
 
 
-def build(now: datetime, workloads: list[Workload] | None = None) -> Bridge:
+def build(now: datetime) -> Reading:
     """Snapshot the database for one cycle in a fixed number of queries."""
     cluster = _cluster()
-    if workloads is None:
-        workloads = active_workloads({q.pk: q for q in cluster.quotas})
+    workloads = active_workloads({q.pk: q for q in cluster.quotas})
     # A service scaled to zero holds nothing and asks for nothing: the core never sees it.
-    workloads = [w for w in workloads if w.replicas or w.live_pods]  # type: ignore[attr-defined]
+    workloads = [i for i in workloads if i.workload.replicas or i.live_pods]
     snapshot = core.Snapshot(
         now=now.timestamp(),
         nodes=cluster.core_nodes,
         quotas=cluster.core_quotas,
-        workloads=tuple(to_core_workload(w) for w in workloads),
+        workloads=tuple(to_core_workload(i) for i in workloads),
         idle_scope=cluster.idle_scope,
     )
-    return Bridge(snapshot, {core_name(w): w for w in workloads}, cluster.nodes)
-
-
-def node_ids(names: list[str]) -> dict[str, int]:
-    """Primary keys of nodes by name."""
-    return dict(Node.objects.filter(name__in=set(names)).values_list("name", "pk"))
-
-
-def scale_preview(
-    quota: Quota, resources: Mapping[NodePool, Amounts], *, now: datetime
-) -> list[Workload]:
-    """Running workloads that would become Not in Quota if the quota were scaled so."""
-    snap = build(now)
-    quotas = []
-    for q in snap.snapshot.quotas:
-        if q.name == quota.name:
-            mins = dict(q.min)
-            for node_pool, a in resources.items():
-                mins[node_pool.name] = core.Resources(a.min_gpu, a.min_cpu, a.min_memory)
-            q = replace(q, min=mins)
-        quotas.append(q)
-    try:
-        before = classify(snap.snapshot)
-        after = classify(replace(snap.snapshot, quotas=tuple(quotas)))
-    except core.ScenarioError as error:
-        raise DomainError(str(error), field="min_gpu") from None
-    return [snap.workloads[name] for name, ok in before.items() if ok and not after.get(name)]
+    return Reading(snapshot, {core_name(i.workload): i for i in workloads}, cluster.nodes)
