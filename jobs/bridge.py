@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from cluster.models import Node, NodePool, ResourcePool
 from console.errors import DomainError
 from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES, WAITING_STATUSES
 from jobs.models import Pod, Workload
 from jobs.scheduling import types as core
 from jobs.scheduling.classify import classify
 from quotas.amounts import Amounts
-from quotas.models import Node, NodePool, Quota, QuotaResource, ResourcePool
+from quotas.models import Quota, QuotaResource
 from workspaces.models import Workspace
 
 UNLIMITED = 10**15  # a max component left unset: no limit on that resource

@@ -10,11 +10,12 @@ from django.contrib import admin
 from django.db.models import Model
 from django.urls import reverse
 
+from cluster.models import Node, NodePool, ResourcePool
 from console.admin import ReadOnlyAdmin
 from console.demo import Demo
 from jobs.choices import EventKind, Kind, PodStatus, Status
 from jobs.models import ControlState, Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
-from quotas.models import Node, NodePool, Quota, QuotaAudit, ResourcePool
+from quotas.models import Quota, QuotaAudit
 from workspaces.models import Membership, ResourceUsageRule, Workspace, WorkspaceQuota
 
 MODELS: list[type[Model]] = [

@@ -10,12 +10,12 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max
 
+from cluster.locking import state_version, write_lock
 from jobs import bridge
 from jobs.backends import get_backend
 from jobs.backends.base import Backend
 from jobs.choices import ENDED_STATUSES, LIVE_POD_STATUSES, EventKind, Kind, PodStatus, Status
 from jobs.events import Timeline, batch, record
-from jobs.locking import state_version, write_lock
 from jobs.models import ControlState, Pod, Workload
 from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.types import Admission, CycleResult, Preemption, ScenarioError
