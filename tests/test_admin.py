@@ -110,7 +110,7 @@ def test_every_model_of_the_apps_is_registered() -> None:
 
     ours = {
         m
-        for label in ("quotas", "workspaces", "jobs")
+        for label in ("cluster", "quotas", "workspaces", "jobs")
         for m in apps.get_app_config(label).get_models()
     }
     skipped = {m.__name__ for m in ours - set(admin.site._registry)}
