@@ -45,11 +45,11 @@ def seed(jobs: int) -> dict[str, int]:
 
     from django.contrib.auth import get_user_model
 
+    from cluster.models import Node
+    from cluster.services import nodes_import
     from console.demo import seed_demo
     from jobs.choices import Kind, PodStatus, Status
     from jobs.models import Pod, UsageSample, Workload
-    from quotas.models import Node
-    from quotas.services.nodes import nodes_import
 
     rng = random.Random(7)
     demo = seed_demo()

@@ -86,21 +86,22 @@ def run(days: int, *, static: bool, why_idle: bool = False) -> dict[str, object]
     """Play `days` simulated days and measure them."""
     from django.db import connection
 
+    from cluster.models import Node
+    from console import clock as clock_module
+    from console.clock import ManualClock
     from console.demo import seed_demo, seed_demo_service
     from console.traffic import DemoTraffic
-    from jobs import clock as clock_module
     from jobs.backends import set_backend
     from jobs.backends.simulated import SimulatedBackend
     from jobs.bridge.snapshot import build
     from jobs.choices import ENDED_STATUSES, EventKind, Kind, PodStatus, Status
-    from jobs.clock import ManualClock
     from jobs.models import Pod, UsageSample, Workload, WorkloadEvent
     from jobs.services.cycle import scheduling_cycle_run
     from jobs.services.limits import interactive_time_limits_enforce
     from jobs.services.scaling import scaling_rules_fire_due
     from jobs.services.sync import backend_sync
     from jobs.services.usage import usage_sample
-    from quotas.models import Node, Quota, QuotaResource
+    from quotas.models import Quota, QuotaResource
 
     clock = ManualClock(START)
     clock_module.set_clock(clock)

@@ -369,10 +369,11 @@ def _grow_cluster(args: argparse.Namespace) -> dict[str, Any]:
     """
     from django.contrib.auth import get_user_model
 
+    from cluster.models import Node, NodePool
+    from cluster.services import node_create
     from console.demo import NODE_CPU, NODE_MEMORY
     from quotas.amounts import Amounts
-    from quotas.models import Node, NodePool, Quota
-    from quotas.services.nodes import node_create
+    from quotas.models import Quota
     from quotas.services.quotas import quota_scale
 
     pool = NodePool.objects.get(name="A100-80G")
@@ -526,9 +527,9 @@ def _events(
 
 def _invariants() -> dict[str, int]:
     """No node or GPU device over capacity, no live pod of an ended workload (every row)."""
+    from cluster.models import Node
     from jobs.choices import ENDED_STATUSES, LIVE_POD_STATUSES
     from jobs.models import Pod
-    from quotas.models import Node
 
     capacity = dict(Node.objects.values_list("pk", "gpus"))
     per_node: Counter[int] = Counter()

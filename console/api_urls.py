@@ -12,7 +12,9 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.routers import SimpleRouter
 from rest_framework.throttling import BaseThrottle
 
+from cluster.api import views as cluster
 from console.api import ID_REGEX, APIMixin, TokenRateThrottle
+from dashboard.api import views as dashboard
 from jobs.api import views as jobs
 from quotas.api import views as quotas
 from workspaces.api import views as workspaces
@@ -26,10 +28,10 @@ class TokenView(APIMixin, ObtainAuthToken):
 
 
 router = SimpleRouter()
-router.register("resource-pools", quotas.ResourcePoolViewSet, basename="resource-pool")
-router.register("node-pools", quotas.NodePoolViewSet, basename="node-pool")
-router.register("nodes", quotas.NodeViewSet, basename="node")
-router.register("quotas", quotas.QuotaViewSet, basename="quota")
+router.register("resource-pools", cluster.ResourcePoolViewSet, basename="resource-pool")
+router.register("node-pools", cluster.NodePoolViewSet, basename="node-pool")
+router.register("nodes", cluster.NodeViewSet, basename="node")
+router.register("quotas", dashboard.QuotaViewSet, basename="quota")
 router.register(
     rf"quotas/(?P<quota_id>{ID_REGEX})/audit", quotas.QuotaAuditViewSet, basename="quota-audit"
 )

@@ -9,11 +9,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import transaction
 
+from cluster.models import Node, NodePool, ResourcePool
+from cluster.services import node_create, node_pool_create, resource_pool_create
 from jobs.choices import Kind
 from jobs.models import Workload
 from quotas.amounts import Amounts
-from quotas.models import Node, NodePool, Quota, ResourcePool
-from quotas.services.nodes import node_create, node_pool_create, resource_pool_create
+from quotas.models import Quota
 from quotas.services.quotas import quota_create
 from workspaces.choices import Role
 from workspaces.models import Workspace

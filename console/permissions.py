@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth.mixins import AccessMixin
 from django.http import HttpRequest, HttpResponseBase
 
-PLATFORM_ADMIN_PERM = "quotas.manage_cluster"
+PLATFORM_ADMIN_PERM = "cluster.manage_cluster"
 
 
 def is_platform_admin(user: Any) -> bool:

@@ -11,11 +11,11 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 
-from jobs import clock
+from cluster.models import NodePool
+from console import clock
 from jobs.choices import ACTIVE_STATUSES, IdlePolicy, Kind
 from jobs.models import Workload
 from jobs.services.workloads import Shape, instance_start, job_submit
-from quotas.models import NodePool
 from workspaces.models import Workspace
 
 # team → (user, workspace, active training jobs to keep, share of idle policies)

@@ -6,17 +6,27 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from cluster import urls as cluster_urls
 from console import views
+from dashboard import urls as dashboard_urls
+from quotas import urls as quotas_urls
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("quotas/", include("quotas.urls")),
-    path("nodes/", include("quotas.node_urls")),
+    # Each namespace joins its own app's pages and the dashboard's pages that read workloads.
+    path(
+        "quotas/",
+        include((quotas_urls.urlpatterns + dashboard_urls.quota_urlpatterns, "quotas")),
+    ),
+    path(
+        "nodes/",
+        include((cluster_urls.urlpatterns + dashboard_urls.node_urlpatterns, "nodes")),
+    ),
     path("workspaces/", include("workspaces.urls")),
     path("workspaces/<slug:workspace>/", include("jobs.urls")),
-    path("dashboard/", include("jobs.dashboard_urls")),
+    path("dashboard/", include("dashboard.urls")),
     path("api/v1/", include("console.api_urls")),
     path("django-admin/", admin.site.urls),
 ]

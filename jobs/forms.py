@@ -12,11 +12,12 @@ from typing import Any
 from django import forms
 from django.db.models import Q
 
+from cluster.models import NodePool
 from console.numbers import INT32, NumberField, WholeNumberField
 from console.units import MAX_GPUS, duration_text, milli_to_gpus
 from jobs.choices import IdlePolicy, RestartMode
 from jobs.models import ScalingRule
-from quotas.models import NodePool, Quota
+from quotas.models import Quota
 from quotas.selectors import quotas_pools_in_effect
 from workspaces.access import UsableQuota
 from workspaces.selectors import InstanceLimits

@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from cluster.models import Node, NodePool
 from jobs.choices import EventKind, IdlePolicy, Kind, PodStatus, RestartMode, Status
-from quotas.models import Node, NodePool, Quota
+from quotas.models import Quota
 from workspaces.models import Workspace
 
 
@@ -180,9 +181,3 @@ class ControlState(models.Model):
     cycles = models.PositiveBigIntegerField(default=0)
     last_cycle_at = models.DateTimeField(null=True, blank=True)
     last_sample_at = models.DateTimeField(null=True, blank=True)
-
-
-class WriteLock(models.Model):
-    """The scheduling state's one write lock (its single row) and how often it was taken."""
-
-    version = models.PositiveBigIntegerField(default=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from jobs import clock
+from console import clock
 
 # Periodic tasks expire within their interval, so missed ticks never pile up.
 SCHEDULE = {

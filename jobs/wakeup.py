@@ -105,7 +105,7 @@ def cycle_started() -> None:
 
 def sync_queue(at: datetime) -> None:
     """Send one Celery backend sync for `at`'s second unless one is queued for it already."""
-    from jobs import clock
+    from console import clock
     from jobs.tasks import backend_sync
 
     ahead = max((at - clock.now()).total_seconds(), 0.0)

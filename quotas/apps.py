@@ -1,4 +1,4 @@
-"""App config for resource pools, node pools, nodes and the quota tree."""
+"""App config for the quota tree."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from django.apps import AppConfig
 
 
 class QuotasConfig(AppConfig):
-    """Resource pools, node pools, nodes and quotas."""
+    """The quota tree and its audit log."""
 
     name = "quotas"
     default_auto_field = "django.db.models.BigAutoField"

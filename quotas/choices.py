@@ -5,13 +5,6 @@ from __future__ import annotations
 from django.db import models
 
 
-class IdleScope(models.TextChoices):
-    """Where idle capacity may be borrowed from."""
-
-    TREE = "tree", "Same quota tree"
-    POOL = "pool", "Whole resource pool"
-
-
 class QueueStrategy(models.TextChoices):
     """How a quota orders its pending workloads."""
 

@@ -12,12 +12,13 @@ from typing import Any
 
 from django import forms
 
+from cluster.models import NodePool, ResourcePool
 from console.errors import DomainError
 from console.numbers import BIG, NumberField, WholeNumberField
 from console.units import gpus_to_milli
 from quotas.amounts import RESOURCES, Amounts
 from quotas.choices import QueueStrategy
-from quotas.models import NodePool, Quota, ResourcePool
+from quotas.models import Quota
 
 RESOURCE_LABEL = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "Memory GiB"}
 BOUND_LABEL = {"min": "guaranteed", "max": "limit"}

@@ -1,4 +1,4 @@
-"""Resource pools, node pools, nodes and the quota tree with its audit log."""
+"""The quota tree over the cluster's node pools, with its audit log."""
 
 from __future__ import annotations
 
@@ -7,57 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from quotas.choices import AuditAction, IdleScope, QueueStrategy
-
-
-class ResourcePool(models.Model):
-    """A slice of the cluster that root quotas take their guaranteed capacity from."""
-
-    name = models.CharField(max_length=100, unique=True)
-    idle_scope = models.CharField(max_length=8, choices=IdleScope.choices, default=IdleScope.TREE)
-    description = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["name"]
-        permissions = [("manage_cluster", "Manage resource pools, node pools, nodes and quotas")]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class NodePool(models.Model):
-    """Nodes of one GPU model; capacity and quotas are kept per node pool."""
-
-    resource_pool = models.ForeignKey(
-        ResourcePool, on_delete=models.PROTECT, related_name="node_pools"
-    )
-    name = models.CharField(max_length=100, unique=True)
-    gpu_model = models.CharField(max_length=100)
-    label_selector = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class Node(models.Model):
-    """A GPU node; gpus is a device count, cpu in millicores, memory in MiB."""
-
-    node_pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="nodes")
-    name = models.CharField(max_length=253, unique=True)
-    gpus = models.PositiveIntegerField()
-    cpu = models.PositiveBigIntegerField(help_text="millicores")
-    memory = models.PositiveBigIntegerField(help_text="MiB")
-    labels = models.JSONField(default=dict, blank=True)
-    schedulable = models.BooleanField(default=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
+from cluster.models import NodePool, ResourcePool
+from quotas.choices import AuditAction, QueueStrategy
 
 
 class Quota(models.Model):

@@ -10,11 +10,12 @@ from django.contrib import admin
 from django.db.models import Model
 from django.urls import reverse
 
+from cluster.models import Node, NodePool, ResourcePool
 from console.admin import ReadOnlyAdmin
 from console.demo import Demo
 from jobs.choices import EventKind, Kind, PodStatus, Status
 from jobs.models import ControlState, Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
-from quotas.models import Node, NodePool, Quota, QuotaAudit, ResourcePool
+from quotas.models import Quota, QuotaAudit
 from workspaces.models import Membership, ResourceUsageRule, Workspace, WorkspaceQuota
 
 MODELS: list[type[Model]] = [
@@ -109,7 +110,7 @@ def test_every_model_of_the_apps_is_registered() -> None:
 
     ours = {
         m
-        for label in ("quotas", "workspaces", "jobs")
+        for label in ("cluster", "quotas", "workspaces", "jobs")
         for m in apps.get_app_config(label).get_models()
     }
     skipped = {m.__name__ for m in ours - set(admin.site._registry)}

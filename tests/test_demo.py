@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from cluster.models import Node
 from console.demo import seed_demo
-from quotas.models import Node, Quota, QuotaAudit
+from quotas.models import Quota, QuotaAudit
 from workspaces.models import Membership
 
 

@@ -14,13 +14,13 @@ from django.db import transaction
 from django.db.models import Q
 from guardian.shortcuts import assign_perm, remove_perm
 
+from cluster.locking import write_lock
+from console import clock
 from console.errors import DomainError
 from console.numbers import INT32
 from console.units import duration_text
-from jobs import clock
 from jobs.choices import ACTIVE_STATUSES, EventKind, Kind
 from jobs.events import Timeline, batch
-from jobs.locking import write_lock
 from jobs.models import Workload
 from quotas.models import Quota
 from workspaces.choices import Role

@@ -18,10 +18,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views import View
 from django.views.generic import FormView, TemplateView
 
+from console import clock
 from console.errors import DomainError
 from console.permissions import PlatformAdminRequiredMixin
 from console.units import duration_text
-from jobs import clock
 from jobs.models import Workload
 from quotas.models import Quota
 from workspaces import selectors

@@ -43,9 +43,11 @@ INSTALLED_APPS = [
     "guardian",
     "channels",
     "django_celery_beat",
+    "cluster",
     "quotas",
     "workspaces",
     "jobs",
+    "dashboard",
     "console",
 ]
 

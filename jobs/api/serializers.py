@@ -8,12 +8,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from cluster.models import NodePool
 from console.api import FiniteFloatField, GPUField, ref, whole
 from console.fast.statements import Statement, columns, loaded
 from jobs.choices import EventKind, IdlePolicy, PodStatus, RestartMode
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.services.workloads import Shape
-from quotas.models import NodePool, Quota
+from quotas.models import Quota
 from quotas.selectors import quota_pools_in_effect
 from workspaces.access import Access
 from workspaces.models import Workspace

@@ -24,12 +24,12 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console import fast
+from cluster.models import NodePool
+from console import clock, fast
 from console.api import ClusterViewSet, FieldFilterBackend, WorkspaceScopedViewSet
 from console.fast.rows import build_workloads, row_keys, workload_rows
 from console.fast.statements import ROWS, Statement
 from console.numbers import is_digits
-from jobs import clock
 from jobs.api import serializers as s
 from jobs.choices import Kind
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
@@ -41,7 +41,6 @@ from jobs.services.scaling import (
 )
 from jobs.services.workloads import instance_start, job_submit, service_create, workload_cancel
 from jobs.visibility import sees_borrowed_nodes, workload_for_members
-from quotas.models import NodePool
 from workspaces.roles import SUBMIT
 
 # Workloads as the API answers them (a name: `list` is a method of the viewsets).

@@ -92,9 +92,9 @@ class SimulatedBackend:
 
     def inject_node_down(self, node_name: str) -> int:
         """A node goes away: it is cordoned and its pods are lost."""
+        from cluster.models import Node
+        from cluster.services import node_schedulable_set
         from jobs.models import Pod
-        from quotas.models import Node
-        from quotas.services.nodes import node_schedulable_set
 
         for node in Node.objects.filter(name=node_name):
             node_schedulable_set(node=node, schedulable=False)

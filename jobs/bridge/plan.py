@@ -14,13 +14,13 @@ from typing import Any
 
 from django.db.models import Max
 
+from cluster.models import Node
 from jobs.bridge.snapshot import Reading, WorkloadInfo, build
 from jobs.choices import ENDED_STATUSES, EventKind, Kind, PodStatus, Status
 from jobs.models import Pod, Workload
 from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.types import Admission, CycleResult, Pending, Preemption, ScenarioError
 from jobs.visibility import placement_data
-from quotas.models import Node
 
 # {quota} is the quota the core names with the reason (Preemption.quota)
 REASON_TEXT = {

@@ -6,13 +6,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 
+from cluster.models import NodePool
 from console.errors import DomainError
 from jobs.bridge.snapshot import build
 from jobs.models import Workload
 from jobs.scheduling import types as core
 from jobs.scheduling.classify import classify
 from quotas.amounts import Amounts
-from quotas.models import NodePool, Quota
+from quotas.models import Quota
 
 
 def scale_preview(

@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from cluster.models import Node, ResourcePool
 from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES, WAITING_STATUSES
 from jobs.models import Pod, Workload
 from jobs.scheduling import types as core
-from quotas.models import Node, Quota, QuotaResource, ResourcePool
+from quotas.models import Quota, QuotaResource
 from workspaces.models import Workspace
 
 UNLIMITED = 10**15  # a max component left unset: no limit on that resource

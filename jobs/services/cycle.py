@@ -13,12 +13,12 @@ from typing import Any
 
 from django.db import transaction
 
+from cluster.locking import state_version, write_lock
 from jobs.backends import get_backend
 from jobs.backends.base import Backend
 from jobs.bridge.plan import Eviction, Plan, Relabel, Start, Unplannable, cycle_plan
 from jobs.choices import LIVE_POD_STATUSES, Kind, PodStatus, Status
 from jobs.events import Timeline, batch, record
-from jobs.locking import state_version, write_lock
 from jobs.models import ControlState, Pod, Workload
 from jobs.services.pods import pods_end
 from jobs.wakeup import request_sync
@@ -122,7 +122,7 @@ def scheduling_cycle_run(*, now: datetime, backend: Backend | None = None) -> Cy
 
     The snapshot is read and the core run before the write transaction (under SQLite's
     single writer, submits need not wait behind them). Inside it, under the write lock
-    (`jobs.locking`), the decisions apply only if no writer committed since the snapshot was
+    (`cluster/locking.py`), the decisions apply only if no writer committed since the snapshot was
     read; otherwise the cycle plans again there, where nothing but new submits can change what
     it reads. So no decision is ever applied to a state it was not made for.
     """

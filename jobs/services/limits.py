@@ -6,9 +6,9 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
+from cluster.locking import write_lock
 from console.units import duration_text
 from jobs.choices import EventKind, Kind, Status
-from jobs.locking import write_lock
 from jobs.models import Workload
 from jobs.services.workloads import end_workload
 from jobs.wakeup import request_cycle

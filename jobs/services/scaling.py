@@ -15,12 +15,12 @@ from typing import Any
 from django.db import transaction
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
+from cluster.locking import write_lock
+from console import clock
 from console.errors import DomainError
-from jobs import clock
 from jobs.choices import ENDED_STATUSES, EventKind, Kind
 from jobs.cron import CronExpr, parse, zone
 from jobs.events import record
-from jobs.locking import write_lock
 from jobs.models import ScalingRule, Workload
 from jobs.wakeup import request_cycle
 

@@ -12,11 +12,11 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
+from cluster.locking import write_lock
 from jobs.backends import get_backend
 from jobs.backends.base import Backend, PodReport
 from jobs.choices import LIVE_POD_STATUSES, EventKind, Kind, PodStatus, RestartMode, Status
 from jobs.events import Timeline, batch, record
-from jobs.locking import write_lock
 from jobs.models import Pod, Workload
 from jobs.services.pods import pods_end
 from jobs.services.workloads import end_workload

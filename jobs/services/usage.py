@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 
+from cluster.selectors import schedulable_capacity
 from jobs.choices import LIVE_POD_STATUSES, WAITING_STATUSES, EventKind
 from jobs.models import ControlState, Pod, UsageSample, Workload, WorkloadEvent
 from quotas.models import Quota
@@ -90,7 +91,6 @@ def _sample_payload(now: datetime, samples: list[UsageSample]) -> dict[str, Any]
 def _sample_push(payload: dict[str, Any]) -> None:
     """Send the samples to the cluster group, with the schedulable capacity (1 query)."""
     from jobs.live import broadcast
-    from jobs.usage_selectors import schedulable_capacity
 
     broadcast(
         workspace_id=None,

@@ -9,11 +9,13 @@ from typing import Any
 
 from django.db import transaction
 
+from cluster.locking import write_lock
+from cluster.models import NodePool
+from console import clock
 from console.errors import DomainError
 from console.fast.statements import Statement
 from console.numbers import INT32
 from console.units import called, duration_text, milli_to_gpus
-from jobs import clock
 from jobs.choices import (
     ACTIVE_STATUSES,
     ENDED_STATUSES,
@@ -26,11 +28,10 @@ from jobs.choices import (
     Status,
 )
 from jobs.events import record
-from jobs.locking import write_lock
 from jobs.models import Workload
 from jobs.services.scaling import scaling_rules_retire
 from jobs.wakeup import request_cycle
-from quotas.models import NodePool, Quota
+from quotas.models import Quota
 from quotas.selectors import quota_pools_in_effect
 from workspaces.access import Access
 from workspaces.models import Workspace, WorkspaceQuota

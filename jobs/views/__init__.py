@@ -17,8 +17,8 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.views.generic import FormView
 
+from console import clock
 from console.errors import DomainError
-from jobs import clock
 from jobs.choices import Kind, PodStatus
 from jobs.models import Pod, Workload, WorkloadEvent
 from jobs.visibility import BORROWED, entry_nodes, hidden_nodes, scrub, sees_borrowed_nodes

@@ -1,6 +1,6 @@
 """Create, update, scale, rebalance, toggle and delete quotas; every change is checked and audited.
 
-All writes take the scheduling state's write lock first (`jobs.locking`), so two concurrent
+All writes take the scheduling state's write lock first (`cluster.locking`), so two concurrent
 changes run one after the other and the second sees the first's numbers, and a scheduling
 cycle never applies decisions made under the quotas as they were before.
 """
@@ -13,12 +13,13 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Sum
 
+from cluster.locking import write_lock
+from cluster.models import Node, NodePool, ResourcePool
 from console.errors import DomainError
 from console.units import called
-from jobs.locking import write_lock
 from quotas.amounts import RESOURCES, Amounts, show
 from quotas.choices import AuditAction, QueueStrategy
-from quotas.models import Node, NodePool, Quota, QuotaAudit, QuotaResource, ResourcePool
+from quotas.models import Quota, QuotaAudit, QuotaResource
 
 
 class StaleVersion(DomainError):

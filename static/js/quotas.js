@@ -1,4 +1,4 @@
-/* A quota's Monitoring tab: draw the server-built plotly figures (quotas/charts.py). */
+/* A quota's Monitoring tab: draw the server-built plotly figures (dashboard/charts.py). */
 (function () {
   "use strict";
   var source = document.getElementById("quota-figures");

@@ -13,11 +13,12 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.urls import reverse
 
+from cluster.models import Node
 from console.asgi import application
 from console.demo import Demo
 from console.numbers import parse_number
 from jobs.models import Workload
-from quotas.models import Node, Quota
+from quotas.models import Quota
 
 pytestmark = pytest.mark.django_db
 NP = "A100-80G"

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from cluster.models import NodePool
 from console.demo import Demo
-from quotas.models import NodePool
 from tests.quotas.builders import add_t4, allowed, restrict
 
 pytestmark = pytest.mark.django_db

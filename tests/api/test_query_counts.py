@@ -11,10 +11,11 @@ from django.db import connection
 from django.db.models import Prefetch
 from django.test.utils import CaptureQueriesContext
 
+from cluster.models import Node, NodePool
 from jobs.choices import Kind, PodStatus, Status
 from jobs.models import Pod, UsageSample, Workload, WorkloadEvent
 from quotas.amounts import Amounts
-from quotas.models import Node, NodePool, Quota
+from quotas.models import Quota
 from quotas.services.quotas import quota_create
 
 pytestmark = pytest.mark.django_db

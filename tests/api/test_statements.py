@@ -12,8 +12,8 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 
+from console import clock
 from console.fast.statements import ROWS, Statement
-from jobs import clock
 from jobs.choices import Kind, Status
 from jobs.models import Workload
 from quotas.models import Quota

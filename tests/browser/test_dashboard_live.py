@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from quotas.models import Node
+from cluster.models import Node
 from tests.dashboard.factories import T0, pod_on, running_workload, samples
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -7,9 +7,10 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
+from cluster.models import Node
 from jobs.choices import Kind, PodStatus, Status
 from jobs.models import Pod, UsageSample, Workload
-from quotas.models import Node, Quota
+from quotas.models import Quota
 
 T0 = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
 

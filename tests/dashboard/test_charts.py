@@ -6,14 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs.usage_selectors import Allocation, QuotaSeries, UsageSeries
-from quotas.charts import (
+from dashboard.charts import (
     allocation_figure,
     dashboard_figures,
     pending_figure,
     preemptions_figure,
     share_figure,
 )
+from dashboard.selectors.usage import Allocation, QuotaSeries, UsageSeries
 
 END = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 TIMES = [END - timedelta(minutes=m) for m in (90, 60, 30, 0)]

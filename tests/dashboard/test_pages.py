@@ -14,8 +14,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from quotas.models import Node
-from quotas.services.nodes import nodes_import
+from cluster.models import Node
+from cluster.services import nodes_import
 from tests.dashboard.factories import T0, pod_on, running_workload, samples
 
 PERSONAS = ["admin", "alice", "bob", "carol", None]

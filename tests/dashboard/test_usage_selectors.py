@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from cluster.models import Node
+from dashboard.selectors.usage import allocation_now, node_grid, usage_series
 from jobs.choices import PodStatus
-from jobs.usage_selectors import allocation_now, node_grid, usage_series
-from quotas.models import Node
 from tests.dashboard.factories import T0, pod_on, running_workload, samples
 
 

@@ -17,9 +17,9 @@ from typing import NamedTuple
 from django.db import connection, transaction
 from django.db.models import Count
 
+from cluster.models import Node
 from jobs.choices import ENDED_STATUSES, LIVE_POD_STATUSES, EventKind, Kind, RestartMode, Status
 from jobs.models import Pod, Workload, WorkloadEvent
-from quotas.models import Node
 
 MILLI = 1000  # milli-GPU per GPU device
 EXAMPLES = 8  # sentences shown per rule in a summary

@@ -9,7 +9,7 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.db import connection, transaction
 
-from jobs import clock
+from console import clock
 from jobs.choices import PodStatus, Status
 from jobs.consumers import events_of
 from jobs.models import ControlState, Workload

@@ -22,13 +22,13 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.db.models import Count
 
+from cluster.models import Node
+from console import clock
 from console.demo import Demo
 from console.errors import DomainError
-from jobs import clock
 from jobs.choices import IdlePolicy, PodStatus, Status
 from jobs.models import Pod, Workload
 from jobs.services.workloads import Shape, job_submit, workload_cancel
-from quotas.models import Node
 
 from . import audit
 from .conftest import CeleryProcesses, cycle_lock_holders

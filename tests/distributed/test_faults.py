@@ -25,8 +25,8 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Count, Q
 from rest_framework.test import APIClient
 
+from console import clock
 from console.demo import Demo
-from jobs import clock
 from jobs.choices import LIVE_POD_STATUSES, EventKind, PodStatus, Status
 from jobs.models import ControlState, Pod, Workload, WorkloadEvent
 from jobs.services.scaling import scaling_rule_create

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
-from jobs import clock
+from console import clock
 from jobs.backends.simulated import SimulatedBackend
 from jobs.choices import PodStatus, Status
 from jobs.models import Workload

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from cluster.models import Node
 from jobs.backends.base import PodReport
 from jobs.backends.simulated import SimulatedBackend
 from jobs.models import Pod, Workload
-from quotas.models import Node
 
 
 def borrow(submit: Callable[..., Workload], tick: Callable[..., None], user: Any) -> Workload:

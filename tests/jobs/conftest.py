@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from jobs import clock as clock_module
+from console import clock as clock_module
+from console.clock import ManualClock
 from jobs.backends import set_backend
 from jobs.backends.simulated import SimulatedBackend
-from jobs.clock import ManualClock
 from jobs.models import Workload
 from jobs.services.cycle import scheduling_cycle_run
 from jobs.services.sync import backend_sync

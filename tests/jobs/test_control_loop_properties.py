@@ -14,12 +14,12 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cluster.models import Node
 from console.errors import DomainError
 from jobs.choices import ENDED_STATUSES, LIVE_POD_STATUSES, WAITING_STATUSES, Kind, Status
 from jobs.models import Pod, Workload
 from jobs.services.scaling import service_scale
 from jobs.services.workloads import workload_cancel
-from quotas.models import Node
 
 pytestmark = pytest.mark.django_db
 

@@ -1,7 +1,7 @@
 """Every writer applies to the state as it is under the write lock: a lost race changes nothing.
 
 The control loop's writers read what they change after taking the write lock
-(`jobs.locking`), so news that arrives late (a report of a pod that has since been stopped, a
+(`cluster.locking`), so news that arrives late (a report of a pod that has since been stopped, a
 plan made before a cancel) is applied to the current rows and, where it no longer holds, is
 dropped. Each test hands a writer such late news and checks nothing moved backwards.
 """
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from cluster.locking import state_version
 from jobs.backends.base import PodReport
 from jobs.backends.simulated import SimulatedBackend
 from jobs.choices import EventKind, PodStatus, Status
-from jobs.locking import state_version
 from jobs.models import Pod, Workload
 from jobs.services.limits import interactive_time_limits_enforce
 from jobs.services.scaling import service_scale

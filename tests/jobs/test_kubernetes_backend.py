@@ -16,15 +16,16 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.db import transaction
 
+from cluster.models import Node
+from console.clock import ManualClock
 from jobs.backends import get_backend, set_backend
 from jobs.backends.kubernetes import KubernetesBackend
 from jobs.choices import PodStatus, Status
-from jobs.clock import ManualClock
 from jobs.models import Pod, Workload
 from jobs.services.cycle import scheduling_cycle_run
 from jobs.services.sync import backend_sync
 from jobs.services.workloads import Shape, job_submit, service_create, workload_cancel
-from quotas.models import Node, QuotaResource
+from quotas.models import QuotaResource
 from tests.jobs.k8s_fake import FakeApiServer, FakeCluster
 
 POOL = "tidepool.io/node-pool"

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from cluster.models import Node
+from cluster.services import node_schedulable_set
 from jobs.choices import EventKind, PodStatus, Status
 from jobs.models import Workload
 from jobs.services import cycle
@@ -13,8 +15,6 @@ from jobs.services.scaling import service_scale
 from jobs.services.sync import backend_sync
 from jobs.services.workloads import workload_cancel
 from quotas.amounts import Amounts
-from quotas.models import Node
-from quotas.services.nodes import node_schedulable_set
 from quotas.services.quotas import quota_scale
 
 pytestmark = pytest.mark.django_db

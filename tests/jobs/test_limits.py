@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from console.clock import ManualClock
 from console.demo import Demo
 from jobs.choices import EventKind, PodStatus, Status
-from jobs.clock import ManualClock
 from jobs.models import Pod, Workload, WorkloadEvent
 from jobs.services.limits import interactive_time_limits_enforce
 

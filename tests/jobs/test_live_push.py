@@ -26,7 +26,7 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 from websockets.sync.client import ClientConnection, connect
 
-from jobs import clock
+from console import clock
 from jobs.backends import set_backend
 from jobs.consumers import events_of
 from jobs.live import Message, broadcast_many, sending_on, workspace_group

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
+from cluster.models import NodePool
 from console.errors import DomainError
 from jobs.choices import Status
 from jobs.models import Workload
 from jobs.services.workloads import Shape, job_submit
-from quotas.models import NodePool
 from tests.jobs.test_forms import WS, _job
 from tests.quotas.builders import add_t4, restrict
 from workspaces.choices import Role

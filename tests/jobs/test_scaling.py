@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
+from console.clock import ManualClock
 from console.demo import Demo
 from console.errors import DomainError
 from jobs.choices import EventKind, Status
-from jobs.clock import ManualClock
 from jobs.models import ScalingRule, Workload, WorkloadEvent
 from jobs.services.scaling import (
     EXPIRE_SECONDS,

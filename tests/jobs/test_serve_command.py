@@ -10,9 +10,9 @@ import pytest
 import uvicorn
 from django.core.management import call_command
 
+from console import clock
+from console.clock import SimulatedClock, WallClock
 from console.runner import Runner
-from jobs import clock
-from jobs.clock import SimulatedClock, WallClock
 
 pytestmark = pytest.mark.django_db
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from cluster.models import Node, NodePool
+from cluster.services import node_create, node_pool_create
 from quotas.amounts import Amounts
-from quotas.models import Node, NodePool, Quota, QuotaAudit, QuotaResource
-from quotas.services.nodes import node_create, node_pool_create
+from quotas.models import Quota, QuotaAudit, QuotaResource
 from quotas.services.quotas import quota_update
 
 

@@ -12,11 +12,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from cluster.models import Node
 from console.demo import Demo
 from jobs.choices import IdlePolicy, Kind, PodStatus, Status
 from jobs.models import Pod, UsageSample, Workload
 from jobs.services.usage import usage_sample
-from quotas.models import Node
 from tests.jobs import conftest as control
 
 pytestmark = pytest.mark.django_db
@@ -260,7 +260,7 @@ def _bulk_workloads(demo: Demo, bob: Any, n: int, start: Any) -> None:
 def test_every_tab_makes_the_same_number_of_queries_for_few_or_many_jobs(
     demo, admin, bob, login, tab, django_assert_max_num_queries
 ) -> None:
-    from jobs.clock import now
+    from console.clock import now
 
     client = login(admin)
     url = _url(demo, "Quota 1.1", tab)

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
+from cluster.models import NodePool
+from cluster.services import node_pool_create, resource_pool_create
 from console.demo import Demo
 from console.errors import DomainError
-from quotas.models import NodePool, Quota, QuotaAudit
+from quotas.models import Quota, QuotaAudit
 from quotas.selectors import audit_changes
-from quotas.services.nodes import node_pool_create, resource_pool_create
 from quotas.services.quotas import quota_create, quota_scale, quota_update
 from tests.quotas.builders import add_t4, allowed, dump, gpus, restrict
 

@@ -15,10 +15,11 @@ from django.db import transaction
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from cluster.models import NodePool
 from console.demo import Demo
 from console.errors import DomainError
 from quotas.amounts import Amounts
-from quotas.models import NodePool, Quota, QuotaAudit
+from quotas.models import Quota, QuotaAudit
 from quotas.services.quotas import (
     quota_create,
     quota_delete,

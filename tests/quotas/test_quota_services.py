@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from cluster.services import node_pool_create, resource_pool_create
 from console.demo import Demo
 from console.errors import DomainError
 from quotas.amounts import Amounts
 from quotas.models import Quota, QuotaAudit, QuotaResource
-from quotas.services.nodes import node_pool_create, resource_pool_create
 from quotas.services.quotas import (
     StaleVersion,
     quota_create,

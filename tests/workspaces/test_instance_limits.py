@@ -11,11 +11,11 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from cluster.locking import state_version
+from console.clock import ManualClock, set_clock
 from console.demo import Demo
 from console.errors import DomainError
 from jobs.choices import EventKind, Kind, Status
-from jobs.clock import ManualClock, set_clock
-from jobs.locking import state_version
 from jobs.models import Workload, WorkloadEvent
 from workspaces.choices import Role
 from workspaces.models import Workspace

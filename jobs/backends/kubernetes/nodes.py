@@ -10,12 +10,13 @@ from django.db import transaction
 from django.db.models import Sum
 from kubernetes.utils.quantity import parse_quantity
 
+from cluster.locking import write_lock
+from cluster.models import Node, NodePool, ResourcePool
+from cluster.services import node_create, node_schedulable_set
 from jobs.backends.kubernetes.config import KubeConfig
 from jobs.choices import LIVE_POD_STATUSES
-from jobs.locking import write_lock
 from quotas.amounts import RESOURCES, show
-from quotas.models import Node, NodePool, QuotaResource, ResourcePool
-from quotas.services.nodes import node_create, node_schedulable_set
+from quotas.models import QuotaResource
 from quotas.services.quotas import pool_capacity
 
 

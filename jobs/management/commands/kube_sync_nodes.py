@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from jobs import clock
+from console import clock
 from jobs.backends.kubernetes import KubernetesBackend
 
 

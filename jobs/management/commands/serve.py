@@ -14,12 +14,12 @@ import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from console import clock
+from console.clock import SimulatedClock, WallClock
 from console.demo import seed_demo_service
 from console.runner import Runner
 from console.serving import application, serve
 from console.traffic import DemoTraffic
-from jobs import clock
-from jobs.clock import SimulatedClock, WallClock
 from jobs.models import ControlState
 
 

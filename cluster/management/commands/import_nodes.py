@@ -7,10 +7,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from cluster.models import ResourcePool
+from cluster.node_import import FORMATS
+from cluster.services import nodes_import
 from console.errors import DomainError
-from quotas.models import ResourcePool
-from quotas.node_import import FORMATS
-from quotas.services.nodes import nodes_import
 
 
 class Command(BaseCommand):

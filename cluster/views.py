@@ -6,29 +6,20 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
-from django.utils.safestring import mark_safe
 from django.views import View
 from django.views.generic import FormView, TemplateView
 
+from cluster.forms import NodeImportForm, NodePoolForm
+from cluster.models import Node
+from cluster.selectors import node_pools_with_counts
+from cluster.services import node_pool_create, node_schedulable_set, nodes_import
 from console.errors import DomainError
 from console.numbers import is_digits
 from console.permissions import PlatformAdminRequiredMixin
-from quotas.models import Node, NodePool
-from quotas.node_forms import NodeImportForm, NodePoolForm
-from quotas.services.nodes import node_pool_create, node_schedulable_set, nodes_import
-
-
-def node_pools_with_counts() -> QuerySet[NodePool]:
-    """Node pools with node and GPU counts, in one query."""
-    return (
-        NodePool.objects.select_related("resource_pool")
-        .annotate(node_count=Count("nodes"), gpu_count=Sum("nodes__gpus"))
-        .order_by("name")
-    )
 
 
 class NodePoolListView(PlatformAdminRequiredMixin, TemplateView):
@@ -86,44 +77,6 @@ class NodePoolDetailView(PlatformAdminRequiredMixin, TemplateView):
         return context
 
 
-class NodeGridView(PlatformAdminRequiredMixin, TemplateView):
-    """Every GPU device as one cell coloured by use, to show fragmentation (4 queries)."""
-
-    template_name = "nodes/grid.html"
-
-    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        """The grid for all pools or for ?pool=<id>, grouped by node pool."""
-        from jobs.usage_selectors import BORROWED, FREE, FULL, SHARED, node_grid
-
-        context = super().get_context_data(**kwargs)
-        pools = list(NodePool.objects.order_by("name").values_list("pk", "name"))
-        selected = self.request.GET.get("pool", "")
-        pool_id = int(selected) if is_digits(selected) else None
-        grid = node_grid(node_pool_id=pool_id)
-        # Cells are joined here rather than in a template loop: 6,000 iterations of the
-        # template engine cost more than the rest of the page. Classes come from a fixed set.
-        cell = {state: f'<i class="{state}"></i>' for state in (FREE, FULL, SHARED, BORROWED)}
-        groups: dict[str, list[Any]] = {}
-        for node in grid.nodes:
-            cells = mark_safe("".join(cell[state] for state in node.cells))
-            groups.setdefault(node.pool, []).append((node, cells))
-        context.update(
-            grid=grid,
-            groups=groups,
-            pools=pools,
-            pool_id=pool_id,
-            # Names fit under each node on small clusters; on openb-sized ones the title does.
-            show_names=len(grid.nodes) <= 120,
-            legend=[
-                (FREE, "Free"),
-                (FULL, "Full (In Quota)"),
-                (SHARED, "Partly used by shared fractional pods"),
-                (BORROWED, "Borrowed (Not in Quota)"),
-            ],
-        )
-        return context
-
-
 class NodeSchedulableView(PlatformAdminRequiredMixin, View):
     """Cordon or uncordon one node (POST only)."""
 
@@ -147,7 +100,7 @@ class NodeImportView(PlatformAdminRequiredMixin, FormView):  # type: ignore[type
 
     def get_initial(self) -> dict[str, Any]:
         """Preselect the only or the "general" resource pool."""
-        from quotas.models import ResourcePool
+        from cluster.models import ResourcePool
 
         pool = ResourcePool.objects.filter(name="general").first() or ResourcePool.objects.first()
         return {"resource_pool": pool}

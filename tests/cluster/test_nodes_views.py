@@ -9,9 +9,9 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from cluster.models import Node, NodePool
+from cluster.services import nodes_import
 from console.demo import Demo
-from quotas.models import Node, NodePool
-from quotas.services.nodes import nodes_import
 
 PERSONAS = ["admin", "alice", "bob", "carol", None]
 # page name -> (method, status for the platform admin); every other persona gets 404.

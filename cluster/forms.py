@@ -6,8 +6,8 @@ from typing import Any
 
 from django import forms
 
-from quotas.models import ResourcePool
-from quotas.node_import import FORMATS
+from cluster.models import ResourcePool
+from cluster.node_import import FORMATS
 
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 

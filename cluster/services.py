@@ -7,11 +7,11 @@ from typing import Any
 
 from django.db import transaction
 
+from cluster import node_import
+from cluster.choices import IdleScope
+from cluster.locking import write_lock
+from cluster.models import Node, NodePool, ResourcePool
 from console.errors import DomainError
-from jobs.locking import write_lock
-from quotas import node_import
-from quotas.choices import IdleScope
-from quotas.models import Node, NodePool, ResourcePool
 
 # Keep each `name IN (...)` under SQLite's older 999-parameter limit.
 _CHUNK = 500

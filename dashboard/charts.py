@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 
 if TYPE_CHECKING:
-    from jobs.usage_selectors import Allocation, UsageSeries
+    from dashboard.selectors.usage import Allocation, UsageSeries
 
 MILLI = 1000
 # One hue per quota; In Quota is the solid shade, borrowed the light hatched one.
@@ -239,7 +239,7 @@ def dashboard_figures(series: UsageSeries, allocation: Allocation) -> dict[str, 
 def quota_allocation_figure(series: UsageSeries, *, guaranteed: int | None = None) -> go.Figure:
     """One quota's GPUs over time: In Quota below, borrowed stacked above, its min as a line.
 
-    `series` holds the one quota (jobs.usage_selectors.quota_usage_series); `guaranteed` is
+    `series` holds the one quota (dashboard.selectors.usage.quota_usage_series); `guaranteed` is
     its min in milli-GPU over its node pools.
     """
     traces = []

@@ -13,9 +13,11 @@ from typing import Any
 
 from django.db.models import Max, Sum
 
+from cluster.models import Node
+from cluster.selectors import schedulable_capacity
 from jobs.choices import LIVE_POD_STATUSES
 from jobs.models import Pod, UsageSample
-from quotas.models import Node, Quota
+from quotas.models import Quota
 
 MILLI = 1000
 WINDOW = timedelta(hours=24)
@@ -125,12 +127,6 @@ def allocation_now() -> Allocation:
         gpu=Sum("workload__gpu")
     )["gpu"]
     return Allocation(allocated=allocated or 0, capacity=schedulable_capacity())
-
-
-def schedulable_capacity() -> int:
-    """milli-GPUs on schedulable nodes (1 query)."""
-    capacity = Node.objects.filter(schedulable=True).aggregate(gpus=Sum("gpus"))["gpus"]
-    return (capacity or 0) * MILLI
 
 
 # The grid's cell states, also its CSS classes.

@@ -9,10 +9,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import Sum
 
+from cluster.models import Node, NodePool, ResourcePool
+from cluster.node_import import detect_format
+from cluster.services import node_pool_create, nodes_import, resource_pool_create
 from console.errors import DomainError
-from quotas.models import Node, NodePool, ResourcePool
-from quotas.node_import import detect_format
-from quotas.services.nodes import node_pool_create, nodes_import, resource_pool_create
 
 OPENB = Path(__file__).resolve().parents[2].parent / "shared/traces/openb"
 OPENB_NODES = OPENB / "openb_node_list_gpu_node.csv"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import F
 
-from jobs.models import WriteLock
+from cluster.models import WriteLock
 
 ROW = 1
 
