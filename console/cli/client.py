@@ -134,3 +134,22 @@ class Client:
             places = ", ".join(sorted(str(r.get("workspace")) for r in rows))
             raise CLIError(f"Several {what}s are named {name!r} ({places}): add --workspace.")
         return rows[0]
+
+
+def complete_names(path: str) -> Any:
+    """A shell-completion callback offering the names the server lists at `path`.
+
+    Completion must never fail the shell: not logged in, or the server away, offers nothing.
+    """
+
+    def complete(ctx: Any, param: Any, incomplete: str) -> list[str]:
+        try:
+            client = Client.from_config()
+            client.http.timeout = httpx.Timeout(3)
+            rows = client.all(path)
+        except (CLIError, httpx.HTTPError, OSError, ValueError, KeyError):
+            return []
+        names = sorted({str(row["name"]) for row in rows})
+        return [name for name in names if name.startswith(incomplete)]
+
+    return complete

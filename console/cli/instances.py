@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import click
 
-from console.cli.client import Client
+from console.cli.client import Client, complete_names
 from console.cli.output import emit, output_options
 from console.cli.workloads import (
     WORKLOAD_HEADER,
@@ -20,6 +20,8 @@ from console.cli.workloads import (
 )
 
 INSTANCE_HEADER = [*WORKLOAD_HEADER, "MAX DURATION (S)"]
+
+INSTANCES = complete_names("instances/")
 
 
 def _instance_row(w: dict[str, Any]) -> list[Any]:
@@ -64,7 +66,7 @@ def instance_ls(**filters: str | None) -> None:
 
 
 @instance.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=INSTANCES)
 @workspace_option
 @output_options
 def instance_show(name: str, workspace: str | None) -> None:
@@ -80,7 +82,7 @@ def instance_show(name: str, workspace: str | None) -> None:
 
 
 @instance.command("stop")
-@click.argument("name")
+@click.argument("name", shell_complete=INSTANCES)
 @workspace_option
 @output_options
 def instance_stop(name: str, workspace: str | None) -> None:
@@ -92,14 +94,14 @@ def instance_stop(name: str, workspace: str | None) -> None:
 
 
 @instance.command("open")
-@click.argument("name")
+@click.argument("name", shell_complete=INSTANCES)
 @workspace_option
 @click.option("--print", "print_only", is_flag=True, help="Print the address; open nothing.")
 def instance_open(name: str, workspace: str | None, print_only: bool) -> None:
     """Open the console's page of an instance's workspace in a browser.
 
     The API gives no address to connect to an instance itself (no notebook or shell URL);
-    this opens the workspace's Interactive page, where the instance is listed.
+    this opens the workspace's Instances page, where the instance is listed.
     """
     client = Client.from_config()
     found = client.one("instances/", "instance", name, workspace=workspace)

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from console.cli.client import Client, CLIError
+from console.cli.client import Client, CLIError, complete_names
 from console.cli.output import emit, output_options
 from console.cli.workloads import (
     EVENT_HEADER,
@@ -21,6 +21,8 @@ from console.cli.workloads import (
 )
 
 STATUSES = ("Queued", "Running", "Requeued", "Succeeded", "Failed", "Stopped", "Cancelled")
+
+JOBS = complete_names("jobs/")
 
 
 @click.group()
@@ -86,7 +88,7 @@ def job_ls(**filters: str | None) -> None:
 
 
 @job.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=JOBS)
 @workspace_option
 @output_options
 def job_show(name: str, workspace: str | None) -> None:
@@ -101,7 +103,7 @@ def job_show(name: str, workspace: str | None) -> None:
 
 
 @job.command("cancel")
-@click.argument("name")
+@click.argument("name", shell_complete=JOBS)
 @workspace_option
 @output_options
 def job_cancel(name: str, workspace: str | None) -> None:
@@ -113,7 +115,7 @@ def job_cancel(name: str, workspace: str | None) -> None:
 
 
 @job.command("logs-events")
-@click.argument("name")
+@click.argument("name", shell_complete=JOBS)
 @workspace_option
 @output_options
 def job_events(name: str, workspace: str | None) -> None:
@@ -123,7 +125,7 @@ def job_events(name: str, workspace: str | None) -> None:
 
 
 @job.command("logs")
-@click.argument("name")
+@click.argument("name", shell_complete=JOBS)
 @workspace_option
 def job_logs(name: str, workspace: str | None) -> None:
     """Container logs: not served by the API yet, so this exits 1 and says so.

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from console.cli.client import Client, CLIError
+from console.cli.client import Client, CLIError, complete_names
 from console.cli.output import emit, gpus, output_format, output_options, table
 
 QUOTA_HEADER = [
@@ -20,6 +20,8 @@ QUOTA_HEADER = [
     "CHILD PREEMPTION",
     "VERSION",
 ]
+
+QUOTAS = complete_names("quotas/")
 
 
 def quota_row(quota: dict[str, Any]) -> list[Any]:
@@ -131,7 +133,7 @@ def quota_ls() -> None:
 
 
 @quota.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=QUOTAS)
 @output_options
 def quota_show(name: str) -> None:
     """One quota: settings, amounts per node pool, live usage."""
@@ -141,7 +143,7 @@ def quota_show(name: str) -> None:
 
 @quota.command("create")
 @click.argument("name")
-@click.option("--parent", help="Parent quota (omit for a root quota).")
+@click.option("--parent", shell_complete=QUOTAS, help="Parent quota (omit for a root quota).")
 @click.option("--resource-pool", help="A root quota's resource pool (a child takes its parent's).")
 @click.option("--gpu", help="Guaranteed GPUs (min) on the node pool.")
 @click.option("--max-gpu", help="Limit in GPUs, or none.")
@@ -196,7 +198,7 @@ def quota_create(
 
 
 @quota.command("scale")
-@click.argument("name")
+@click.argument("name", shell_complete=QUOTAS)
 @click.option("--gpu", required=True, help="Guaranteed GPUs (min).")
 @click.option("--max-gpu", help="Limit in GPUs, or none.")
 @click.option("--node-pool", help="Needed when the quota has several.")
@@ -232,8 +234,12 @@ def quota_scale(
 
 
 @quota.command("rebalance")
-@click.option("--from", "source", required=True, help="The quota that gives.")
-@click.option("--to", "target", required=True, help="The sibling that takes.")
+@click.option(
+    "--from", "source", required=True, shell_complete=QUOTAS, help="The quota that gives."
+)
+@click.option(
+    "--to", "target", required=True, shell_complete=QUOTAS, help="The sibling that takes."
+)
 @click.option("--gpu", default="0", show_default=True, help="GPUs to move.")
 @click.option("--cpu", type=int, default=0, help="Millicores to move.")
 @click.option("--memory", type=int, default=0, help="MiB to move.")
@@ -255,7 +261,7 @@ def quota_rebalance(
 
 
 @quota.command("settings")
-@click.argument("name")
+@click.argument("name", shell_complete=QUOTAS)
 @click.option("--rename", "new_name", help="A new name.")
 @click.option("--child-preemption/--no-child-preemption", default=None)
 @click.option("--lend-idle/--no-lend-idle", default=None)
@@ -301,7 +307,7 @@ def quota_settings(
 
 
 @quota.command("audit")
-@click.argument("name")
+@click.argument("name", shell_complete=QUOTAS)
 @output_options
 def quota_audit(name: str) -> None:
     """Who changed a quota, when, and what (newest first)."""
@@ -312,7 +318,7 @@ def quota_audit(name: str) -> None:
 
 
 @quota.command("rm")
-@click.argument("name")
+@click.argument("name", shell_complete=QUOTAS)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def quota_rm(name: str, yes: bool) -> None:
     """Delete a quota with no children and no bound workspaces."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from console.cli.client import Client, CLIError
+from console.cli.client import Client, CLIError, complete_names
 from console.cli.output import emit, output_options
 from console.cli.workloads import (
     WORKLOAD_HEADER,
@@ -20,6 +20,8 @@ from console.cli.workloads import (
 
 SERVICE_HEADER = ["NAME", "WORKSPACE", "REPLICAS", "MIN", "MAX", "STATUS"]
 RULE_HEADER = ["NAME", "CRON", "TIMEZONE", "TARGET", "EXCLUDE", "ENABLED", "LAST FIRED"]
+
+SERVICES = complete_names("services/")
 
 
 def _service_row(s: dict[str, Any]) -> list[Any]:
@@ -66,7 +68,7 @@ def service_ls(**filters: str | None) -> None:
 
 
 @service.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=SERVICES)
 @workspace_option
 @output_options
 def service_show(name: str, workspace: str | None) -> None:
@@ -101,7 +103,7 @@ def service_create(
 
 
 @service.command("scale")
-@click.argument("name")
+@click.argument("name", shell_complete=SERVICES)
 @click.argument("replicas", type=int)
 @workspace_option
 @output_options
@@ -115,7 +117,7 @@ def service_scale(name: str, replicas: int, workspace: str | None) -> None:
 
 
 @service.command("stop")
-@click.argument("name")
+@click.argument("name", shell_complete=SERVICES)
 @workspace_option
 @output_options
 def service_stop(name: str, workspace: str | None) -> None:
@@ -131,7 +133,7 @@ def rules() -> None:
 
 
 @rules.command("ls")
-@click.argument("service_name", metavar="SERVICE")
+@click.argument("service_name", metavar="SERVICE", shell_complete=SERVICES)
 @workspace_option
 @output_options
 def rules_ls(service_name: str, workspace: str | None) -> None:
@@ -142,7 +144,7 @@ def rules_ls(service_name: str, workspace: str | None) -> None:
 
 
 @rules.command("add")
-@click.argument("service_name", metavar="SERVICE")
+@click.argument("service_name", metavar="SERVICE", shell_complete=SERVICES)
 @click.argument("rule_name", metavar="RULE")
 @click.option("--cron", required=True, help='When it fires, e.g. "0 8 * * 1-5".')
 @click.option("--target", type=int, required=True, help="Replicas it sets.")
@@ -176,7 +178,7 @@ def rules_add(
 
 
 @rules.command("rm")
-@click.argument("service_name", metavar="SERVICE")
+@click.argument("service_name", metavar="SERVICE", shell_complete=SERVICES)
 @click.argument("rule_name", metavar="RULE")
 @workspace_option
 def rules_rm(service_name: str, rule_name: str, workspace: str | None) -> None:

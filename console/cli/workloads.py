@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from console.cli.client import Client
+from console.cli.client import Client, complete_names
 from console.cli.output import emit, output_format, table, yes_no
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -66,7 +66,9 @@ def pod_row(pod: dict[str, Any]) -> list[Any]:
 def workspace_option(command: F) -> F:
     """``--workspace``: which workspace's workload, when several share the name."""
     return click.option(
-        "--workspace", help="The workload's workspace (when several share its name)."
+        "--workspace",
+        shell_complete=complete_names("workspaces/"),
+        help="The workload's workspace (when several share its name).",
     )(command)
 
 
@@ -139,7 +141,12 @@ def submit_body(
 def submit_options(command: F) -> F:
     """The options of every submit: workspace, quota, shape, priority, node pools, image."""
     options = [
-        click.option("--workspace", required=True, help="Workspace to submit in."),
+        click.option(
+            "--workspace",
+            required=True,
+            shell_complete=complete_names("workspaces/"),
+            help="Workspace to submit in.",
+        ),
         click.option("--quota", help="Defaults to the only quota your role may use there."),
         click.option("--gpus", required=True, help="GPUs per replica (below 1 shares a GPU)."),
         click.option("--replicas", type=int, default=1, show_default=True),

@@ -6,10 +6,12 @@ from typing import Any
 
 import click
 
-from console.cli.client import Client, CLIError
+from console.cli.client import Client, CLIError, complete_names
 from console.cli.output import emit, gpus, output_format, output_options, table
 
 ROLES = ("admin", "developer", "operator", "viewer")
+
+WORKSPACES = complete_names("workspaces/")
 
 
 def _workspace(client: Client, name: str) -> dict[str, Any]:
@@ -35,7 +37,7 @@ def workspace_ls() -> None:
 
 
 @workspace.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=WORKSPACES)
 @output_options
 def workspace_show(name: str) -> None:
     """One workspace: members, bound quotas, Resource Usage rules and time limits."""
@@ -65,7 +67,7 @@ def members() -> None:
 
 
 @members.command("ls")
-@click.argument("workspace_name", metavar="WORKSPACE")
+@click.argument("workspace_name", metavar="WORKSPACE", shell_complete=WORKSPACES)
 @output_options
 def members_ls(workspace_name: str) -> None:
     """The members of a workspace and their roles."""
@@ -75,7 +77,7 @@ def members_ls(workspace_name: str) -> None:
 
 
 @members.command("add")
-@click.argument("workspace_name", metavar="WORKSPACE")
+@click.argument("workspace_name", metavar="WORKSPACE", shell_complete=WORKSPACES)
 @click.argument("username")
 @click.option("--role", type=click.Choice(ROLES), default="developer", show_default=True)
 @output_options
@@ -88,7 +90,7 @@ def members_add(workspace_name: str, username: str, role: str) -> None:
 
 
 @members.command("rm")
-@click.argument("workspace_name", metavar="WORKSPACE")
+@click.argument("workspace_name", metavar="WORKSPACE", shell_complete=WORKSPACES)
 @click.argument("username")
 def members_rm(workspace_name: str, username: str) -> None:
     """Remove a member."""
@@ -99,7 +101,7 @@ def members_rm(workspace_name: str, username: str) -> None:
 
 
 @workspace.command("bind")
-@click.argument("workspace_name", metavar="WORKSPACE")
+@click.argument("workspace_name", metavar="WORKSPACE", shell_complete=WORKSPACES)
 @click.argument("quota")
 @output_options
 def workspace_bind(workspace_name: str, quota: str) -> None:
@@ -111,7 +113,7 @@ def workspace_bind(workspace_name: str, quota: str) -> None:
 
 
 @workspace.command("unbind")
-@click.argument("workspace_name", metavar="WORKSPACE")
+@click.argument("workspace_name", metavar="WORKSPACE", shell_complete=WORKSPACES)
 @click.argument("quota")
 def workspace_unbind(workspace_name: str, quota: str) -> None:
     """Take a quota from a workspace, with its Resource Usage rules (platform admins)."""

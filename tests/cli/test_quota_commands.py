@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 from tests.cli.conftest import as_json, as_yaml, fails, login
+from tests.scheduling.test_cli import REPO
 
 
 def test_quota_show_create_settings_audit_and_rm_as_admin(cli: Any) -> None:
@@ -87,3 +91,37 @@ def test_members_see_no_quota(cli: Any) -> None:
     assert as_json(cli, "quota", "ls") == []
     assert "No quota named 'Quota 1.1'" in fails(cli, "quota", "show", "Quota 1.1")
     assert "No quota named 'Quota 1.1'" in fails(cli, "quota", "audit", "Quota 1.1")
+
+
+def test_completion_offers_the_servers_names(cli: Any, tmp_path: Any) -> None:
+    login(cli, "admin")
+
+    def complete(words: str, cword: int) -> list[str]:
+        env = {
+            **os.environ,
+            "TIDEPOOL_CONFIG": str(tmp_path / "config.json"),
+            "_TIDEPOOL_COMPLETE": "bash_complete",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(cword),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "console.cli"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return [line.split(",", 1)[1] for line in done.stdout.splitlines()]
+
+    assert complete("tidepool quota show Quota\\ 1.", 3) == ["Quota 1.1", "Quota 1.2"]
+    assert complete("tidepool quota rebalance --from Q", 4) == [
+        "Quota 1",
+        "Quota 1.1",
+        "Quota 1.2",
+    ]
+    assert complete("tidepool workspace members ls workspace_", 4) == [
+        "workspace_a",
+        "workspace_b",
+        "workspace_c",
+    ]
