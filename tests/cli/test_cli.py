@@ -5,30 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
-from console.cli import main
 from jobs.services.workloads import Shape, service_create
+from tests.cli.conftest import login as _login
 from tests.jobs.borrowing import borrow, named
-
-
-@pytest.fixture
-def cli(live_server: Any, demo: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any):
-    """Run a command; returns (exit code, stdout, stderr)."""
-    monkeypatch.setenv("TIDEPOOL_CONFIG", str(tmp_path / "config.json"))
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        code = main(list(argv))
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    run.url = live_server.url  # type: ignore[attr-defined]
-    return run
-
-
-def _login(cli: Any, user: str) -> None:
-    code, out, _ = cli("login", cli.url, "--username", user, "--password", f"tidepool-{user}")
-    assert code == 0 and f"as {user}" in out
 
 
 def test_login_stores_the_token_in_the_config_file(cli: Any, tmp_path: Any) -> None:

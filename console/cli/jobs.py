@@ -1,0 +1,138 @@
+"""`tidepool job …`: training jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from console.cli.client import Client, CLIError, complete_names
+from console.cli.output import emit, output_options
+from console.cli.workloads import (
+    EVENT_HEADER,
+    WORKLOAD_HEADER,
+    event_row,
+    find,
+    show,
+    submit_body,
+    submit_options,
+    workload_row,
+    workspace_option,
+)
+
+STATUSES = ("Queued", "Running", "Requeued", "Succeeded", "Failed", "Stopped", "Cancelled")
+
+JOBS = complete_names("jobs/")
+
+
+@click.group()
+def job() -> None:
+    """Training jobs: submit, list, read, cancel.
+
+    The API serves no container logs: `job logs-events` prints the event timeline.
+    """
+
+
+@job.command("submit")
+@click.argument("name")
+@submit_options
+@click.option(
+    "--idle",
+    type=click.Choice(["none", "acceptable", "idle_only"]),
+    default="none",
+    show_default=True,
+    help="May it run on borrowed (idle) capacity?",
+)
+@click.option("--checkpoint-interval", type=int, help="Seconds between checkpoints.")
+@click.option("--total-work", type=float, help="GPU-seconds (default: one hour on all its GPUs).")
+@click.option("--max-restarts", type=int, help="Restarts before it fails (default 3).")
+@click.option("--fault-tolerance/--no-fault-tolerance", default=None)
+@click.option("--command", "command_line", help="The command the container runs.")
+@output_options
+def job_submit(
+    name: str,
+    idle: str,
+    checkpoint_interval: int | None,
+    total_work: float | None,
+    max_restarts: int | None,
+    fault_tolerance: bool | None,
+    command_line: str | None,
+    **shape: Any,
+) -> None:
+    """Submit a training job NAME."""
+    body = submit_body(name=name, **shape)
+    body["idle_policy"] = idle
+    optional = {
+        "checkpoint_interval": checkpoint_interval,
+        "total_work": total_work,
+        "max_restarts": max_restarts,
+        "fault_tolerance": fault_tolerance,
+        "command": command_line,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    answer = Client.from_config().post("jobs/", body)
+    emit(answer, [workload_row(answer)], WORKLOAD_HEADER)
+
+
+@job.command("ls")
+@click.option("--workspace", help="Only this workspace's.")
+@click.option("--status", type=click.Choice(STATUSES), help="Only jobs in this status.")
+@click.option("--quota", help="Only this quota's (name or id).")
+@click.option("--owner", help="Only this user's.")
+@click.option("--name", help="Only jobs with this name.")
+@output_options
+def job_ls(**filters: str | None) -> None:
+    """The training jobs you may see."""
+    jobs = Client.from_config().all("jobs/", **filters)
+    emit(jobs, [workload_row(j) for j in jobs], WORKLOAD_HEADER)
+
+
+@job.command("show")
+@click.argument("name", shell_complete=JOBS)
+@workspace_option
+@output_options
+def job_show(name: str, workspace: str | None) -> None:
+    """One job: its settings, pods and event timeline."""
+    detail = find(Client.from_config(), "jobs/", "job", name, workspace)
+    extra = [
+        ("idle policy", detail["idle_policy"]),
+        ("progress", f"{detail['progress']} / {detail['total_work']} GPU-s"),
+        ("restarts", f"{detail['restarts']} of {detail['max_restarts']}"),
+    ]
+    show(detail, extra)
+
+
+@job.command("cancel")
+@click.argument("name", shell_complete=JOBS)
+@workspace_option
+@output_options
+def job_cancel(name: str, workspace: str | None) -> None:
+    """Cancel a queued or running job."""
+    client = Client.from_config()
+    found = client.one("jobs/", "job", name, workspace=workspace)
+    answer = client.post(f"jobs/{found['id']}/cancel/")
+    emit(answer, [workload_row(answer)], WORKLOAD_HEADER)
+
+
+@job.command("logs-events")
+@click.argument("name", shell_complete=JOBS)
+@workspace_option
+@output_options
+def job_events(name: str, workspace: str | None) -> None:
+    """A job's event timeline (JSON: its events as the API gives them)."""
+    detail = find(Client.from_config(), "jobs/", "job", name, workspace)
+    emit(detail["events"], [event_row(e) for e in detail["events"]], EVENT_HEADER)
+
+
+@job.command("logs")
+@click.argument("name", shell_complete=JOBS)
+@workspace_option
+def job_logs(name: str, workspace: str | None) -> None:
+    """Container logs: not served by the API yet, so this exits 1 and says so.
+
+    Use `tidepool job logs-events NAME` for the job's event timeline.
+    """
+    raise CLIError(
+        "The API has no endpoint for container logs yet; "
+        f"`tidepool job logs-events {name}` prints the job's event timeline."
+    )
