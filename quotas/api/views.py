@@ -5,12 +5,12 @@ Only platform admins see these: other users get an empty list and 404, and 403 o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, QuerySet, Sum
 from django.db.models.functions import Coalesce
-from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
@@ -18,12 +18,23 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console.api import IF_MATCH, ClusterViewSet, expected_version, with_etag
+from console.api import (
+    IF_MATCH,
+    NON_FIELD,
+    ClusterViewSet,
+    MissingParent,
+    Path,
+    PathRule,
+    expected_version,
+    with_etag,
+)
 from console.errors import DomainError
 from console.parsers import JSONParser
 from jobs import clock
+from quotas.amounts import RESOURCES
 from quotas.api import serializers as s
 from quotas.api.queries import attach_usage, quotas_with_amounts
+from quotas.api.serializers import AMOUNT_KEYS
 from quotas.models import Node, NodePool, Quota, QuotaAudit, ResourcePool
 from quotas.selectors import quota_amounts, quota_scale_preview
 from quotas.services.nodes import (
@@ -37,7 +48,7 @@ from quotas.services.quotas import (
     quota_create,
     quota_delete,
     quota_rebalance,
-    quota_scale,
+    quota_scale_outcome,
     quota_set_child_preemption,
     quota_update,
 )
@@ -50,6 +61,7 @@ class ResourcePoolViewSet(
 
     queryset = ResourcePool.objects.order_by("name")
     serializer_class = s.ResourcePoolSerializer
+    noun = "resource pool"
     filter_fields = {"name": "name"}
 
     def perform_create(self, serializer: Any) -> None:
@@ -68,6 +80,7 @@ class NodePoolViewSet(
         .order_by("name")
     )
     serializer_class = s.NodePoolSerializer
+    noun = "node pool"
     filter_fields = {"name": "name", "resource_pool": "resource_pool__name"}
 
     def perform_create(self, serializer: Any) -> None:
@@ -89,6 +102,7 @@ class NodeViewSet(
 
     queryset = Node.objects.select_related("node_pool").order_by("name")
     serializer_class = s.NodeSerializer
+    noun = "node"
     filter_fields = {"name": "name", "node_pool": "node_pool__name"}
 
     def perform_create(self, serializer: Any) -> None:
@@ -144,6 +158,36 @@ class NodeViewSet(
         return Response(body, status=status.HTTP_201_CREATED)
 
 
+def _resource_path(view: Any, error: DomainError) -> Path:
+    """Where in ``resources`` an amount error belongs: the row the client sent for its node
+    pool (``resources[i].min.gpu``), else ``resources`` itself."""
+    pool = getattr(error, "node_pool", None)
+    data = view.request.data
+    rows = data.get("resources") if isinstance(data, Mapping) else None
+    index = None
+    for i, row in enumerate(rows if isinstance(rows, list) else []):
+        if isinstance(row, Mapping) and pool is not None and row.get("node_pool") == pool:
+            index = i  # the last row for a pool is the one whose values win
+    if index is None:
+        if error.field == "allowed_node_pools":
+            return ("allowed_node_pools",)
+        return ("resources",)
+    field = error.field or ""
+    bound, _, resource = field.partition("_")
+    if bound in {"min", "max"} and resource in RESOURCES:
+        return ("resources", index, bound, resource)
+    return ("resources", index, "min")  # a min in a pool the quota may not use
+
+
+# Service fields of the quota amounts as the scale and create bodies send them.
+RESOURCE_PATHS: dict[str, PathRule] = {
+    **{key: _resource_path for key in AMOUNT_KEYS},
+    "allowed_node_pools": _resource_path,
+}
+# A rebalance sends the amounts it moves as gpu, cpu and memory.
+MOVED_PATHS: dict[str, PathRule] = {f"{b}_{r}": r for b in ("min", "max") for r in RESOURCES}
+
+
 TREE = OpenApiParameter(
     "view",
     str,
@@ -164,6 +208,14 @@ class QuotaViewSet(ClusterViewSet):
         "resource_pool": "resource_pool__name",
     }
     read_actions = frozenset({"preview"})
+    noun = "quota"
+    error_paths = {
+        "create": RESOURCE_PATHS,
+        "scale": RESOURCE_PATHS,
+        "preview": RESOURCE_PATHS,
+        "rebalance": {**MOVED_PATHS, "source": "from", "target": "to"},
+        "destroy": {"quota": NON_FIELD},
+    }
 
     def get_queryset(self) -> QuerySet[Any]:
         """Amounts per node pool come with the page."""
@@ -257,7 +309,9 @@ class QuotaViewSet(ClusterViewSet):
         quota_delete(actor=request.user, quota=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    @extend_schema(request=s.ScaleSerializer, responses=s.QuotaSerializer, parameters=[IF_MATCH])
+    @extend_schema(
+        request=s.ScaleSerializer, responses=s.ScaleResultSerializer, parameters=[IF_MATCH]
+    )
     @action(detail=True, methods=["post"])
     def scale(self, request: Request, pk: str | None = None) -> Response:
         """Change min and max; usage over the new min becomes Not in Quota (412 if stale)."""
@@ -265,13 +319,15 @@ class QuotaViewSet(ClusterViewSet):
         data = s.ScaleSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         resources = s.merged_amounts(quota_amounts(quota), data.validated_data["resources"])
-        quota = quota_scale(
+        outcome = quota_scale_outcome(
             actor=request.user,
             quota=quota,
             resources=resources,
             expected_version=expected_version(request, data.validated_data.get("version")),
         )
-        return self._answer(quota)
+        (fresh,) = self._fresh(outcome.quota)
+        body = {**s.QuotaSerializer(fresh).data, "changed": outcome.changed}
+        return with_etag(Response(body), fresh.version)
 
     @extend_schema(request=s.ScaleSerializer, responses=s.ScalePreviewSerializer)
     @action(detail=True, methods=["post"], url_path="scale/preview")
@@ -326,11 +382,12 @@ class QuotaAuditViewSet(mixins.ListModelMixin, ClusterViewSet):
 
     queryset = QuotaAudit.objects.select_related("actor")
     serializer_class = s.QuotaAuditSerializer
+    noun = "audit record"
 
     def get_queryset(self) -> QuerySet[Any]:
         """The records of the URL's quota, which must be one the user may see (else 404)."""
         quota_id = str(self.kwargs.get("quota_id", ""))
         visible = self.access.platform_admin and quota_id.isdigit()
         if not visible or not Quota.objects.filter(pk=int(quota_id)).exists():
-            raise Http404("No such quota.")
+            raise MissingParent(f"No quota with id {quota_id}.")
         return super().get_queryset().filter(quota_id=int(quota_id))

@@ -8,12 +8,14 @@ cycle never applies decisions made under the quotas as they were before.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
 from django.db.models import Sum
 
 from console.errors import DomainError
+from console.names import check_display_name
 from console.units import called
 from jobs.locking import write_lock
 from quotas.amounts import RESOURCES, Amounts, show
@@ -23,6 +25,10 @@ from quotas.models import Node, NodePool, Quota, QuotaAudit, QuotaResource, Reso
 
 class StaleVersion(DomainError):
     """The caller edited an older version of the quota than the one stored."""
+
+    def __init__(self, message: str, *, current_version: int, field: str | None = "version"):
+        super().__init__(message, field=field)
+        self.current_version = current_version
 
 
 class AmountError(DomainError):
@@ -45,7 +51,7 @@ def _check_version(quota: Quota, expected_version: int | None) -> None:
         raise StaleVersion(
             f"{called(quota.name)} is at version {quota.version}, not {expected_version}: "
             "it changed since you loaded it.",
-            field="version",
+            current_version=quota.version,
         )
 
 
@@ -333,10 +339,10 @@ def _write_amounts(quota: Quota, resources: Mapping[NodePool, Amounts]) -> None:
 
 
 def _check_name(name: str, exclude: Quota | None = None) -> str:
-    """A quota name is required and unique."""
-    name = name.strip()
-    if not name:
+    """A quota name is required, a display name (console.names) and unique."""
+    if not name.strip():
         raise DomainError("A quota needs a name.", field="name")
+    check_display_name(name, what="quota name")
     others = Quota.objects.filter(name=name)
     if exclude is not None:
         others = others.exclude(pk=exclude.pk)
@@ -442,7 +448,14 @@ def quota_update(
     return quota
 
 
-@transaction.atomic
+@dataclass(frozen=True)
+class ScaleOutcome:
+    """What a scale did: the quota as stored now, and whether any amount changed."""
+
+    quota: Quota
+    changed: bool
+
+
 def quota_scale(
     *,
     actor: Any,
@@ -451,17 +464,35 @@ def quota_scale(
     expected_version: int | None = None,
 ) -> Quota:
     """Change a quota's min and max; usage over the new min becomes Not in Quota."""
+    return quota_scale_outcome(
+        actor=actor, quota=quota, resources=resources, expected_version=expected_version
+    ).quota
+
+
+@transaction.atomic
+def quota_scale_outcome(
+    *,
+    actor: Any,
+    quota: Quota,
+    resources: Mapping[NodePool, Amounts],
+    expected_version: int | None = None,
+) -> ScaleOutcome:
+    """quota_scale, saying whether it changed anything: a scale to the amounts the quota has
+    writes nothing, bumps no version and records no audit."""
     pool = _lock_pool(quota.resource_pool)
     quota = Quota.objects.select_for_update().get(pk=quota.pk)
     _check_version(quota, expected_version)
     _check_amounts(resources)
+    stored = _amounts_by_pool([quota.pk])[quota.pk]
+    if all(stored.get(np.pk, Amounts()) == a for np, a in resources.items()):
+        return ScaleOutcome(quota, changed=False)
     before = quota_state(quota)
     _write_amounts(quota, resources)
     _check_tree(pool, quota)
     quota.version += 1
     quota.save(update_fields=["version"])
     _audit(actor, quota, quota.name, AuditAction.SCALE, before, quota_state(quota))
-    return quota
+    return ScaleOutcome(quota, changed=True)
 
 
 @transaction.atomic
