@@ -284,3 +284,37 @@ def test_missing_objects_answer_one_404_format(
     alice_job = Workload.objects.get(pk=svc)
     response = api(bob).get(f"/api/v1/services/{alice_job.pk}/")
     assert response.json() == {"detail": f"No service with id {alice_job.pk}."}
+
+
+# Current state by default ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fast_paths", [True, False], ids=["fast", "stock"])
+def test_a_services_pods_are_its_live_replicas_unless_history_is_asked(
+    api: Any,
+    alice: Any,
+    service: Workload,
+    settings: Any,
+    fast_paths: bool,  # noqa: F811
+) -> None:
+    from django.utils import timezone
+
+    from jobs.choices import PodStatus
+    from jobs.models import Pod
+
+    settings.TIDEPOOL_FAST_PATHS = fast_paths
+    now = timezone.now()
+    for attempt, status in enumerate((PodStatus.PREEMPTED, PodStatus.RUNNING)):
+        Pod.objects.create(
+            workload=service, index=0, attempt=attempt, status=status, created_at=now
+        )
+    client = api(alice)
+    for url in (f"/api/v1/services/{service.pk}/", "/api/v1/services/"):
+        body = client.get(url).json()
+        shown = body if "pods" in body else body["results"][0]
+        assert [(p["attempt"], p["status"]) for p in shown["pods"]] == [(1, PodStatus.RUNNING)]
+        body = client.get(url, {"history": "1"}).json()
+        shown = body if "pods" in body else body["results"][0]
+        assert [p["attempt"] for p in shown["pods"]] == [0, 1]
+    scaled = client.post(f"/api/v1/services/{service.pk}/scale/", {"replicas": 2}, format="json")
+    assert [p["attempt"] for p in scaled.json()["pods"]] == [1]
