@@ -293,9 +293,9 @@ def test_missing_objects_answer_one_404_format(
 def test_a_services_pods_are_its_live_replicas_unless_history_is_asked(
     api: Any,
     alice: Any,
-    service: Workload,
+    service: Workload,  # noqa: F811
     settings: Any,
-    fast_paths: bool,  # noqa: F811
+    fast_paths: bool,
 ) -> None:
     from django.utils import timezone
 
