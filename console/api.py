@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from django.core.cache.backends.locmem import LocMemCache
@@ -61,28 +61,77 @@ def is_id(value: str) -> bool:
 
 
 # Errors ---------------------------------------------------------------------------------------
+#
+# A refused request answers with its errors keyed by the path of the field the client sent, in
+# the shape of the request, as DRF answers a nested serializer: a quota scale sent as
+# ``resources[1].min.gpu`` is answered ``{"resources": {"1": {"min": {"gpu": ["…"]}}}}``, a
+# list item under its index as DRF keys it (LIST_SERIALIZER_ERRORS_AS_DICT, on by
+# default), so the refused items alone. Services raise DomainError with
+# their own field names ("min_gpu", "target"); each endpoint maps them to request paths in one
+# place, its viewset's ``error_paths`` (APIMixin.error_path).
+
+# A request path: object keys and list indexes, ("resources", 1, "min", "gpu").
+Path = tuple[str | int, ...]
+# How an endpoint finds the request path of a service field: a dotted path ("to",
+# "resources.min.gpu" is not one: a list index needs a function), or a function of the view
+# and the error.
+PathRule = str | Callable[[Any, DomainError], Path]
 
 
-def domain_error_data(error: DomainError) -> dict[str, list[str]]:
-    """A refused change as DRF shapes validation errors: {"gpu": ["…"]}."""
-    return {error.field or NON_FIELD: [error.message]}
+def nested(path: Path, messages: list[str]) -> dict[str, Any]:
+    """Errors at `path` in the request's shape, as DRF nests a serializer's errors (a list
+    item under its index)."""
+    value: Any = messages
+    for step in reversed(path):
+        value = {step: value}
+    assert isinstance(value, dict)
+    return value
+
+
+def domain_error_data(error: DomainError, path: Path | None = None) -> dict[str, Any]:
+    """A refused change as DRF shapes validation errors: {"gpu": ["…"]}, nested along `path`."""
+    return nested(path or (error.field or NON_FIELD,), [error.message])
+
+
+class MissingParent(exceptions.NotFound):
+    """The parent a nested route names is out of sight; its message is the 404's."""
+
+
+def described(key: str, value: str) -> str:
+    """How a 404 names what was asked for: "with id 4" or "named 'bob'"."""
+    if key in {"pk", "id"} or key.endswith("_id"):
+        return f"with id {value}"
+    return f"named {value!r}"
+
+
+def not_found(message: str) -> Response:
+    """The one 404 body: {"detail": "No job with id 4."}."""
+    return Response({"detail": message}, status=status.HTTP_404_NOT_FOUND)
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's handler, plus: a stale version answers 412 and any other DomainError 400."""
+    """DRF's handler, plus: a DomainError answers 400 at the request path of its field; a
+    stale version 412 under If-Match (or ``version``) with the current ETag; a missing object
+    404 in the one vocabulary ("No job with id 4.")."""
+    view = context.get("view")
     if isinstance(exc, StaleVersion):
-        return Response(domain_error_data(exc), status=status.HTTP_412_PRECONDITION_FAILED)
+        return stale_version_response(exc, context["request"])
     if isinstance(exc, DomainError):
-        return Response(domain_error_data(exc), status=status.HTTP_400_BAD_REQUEST)
+        path = view.error_path(exc) if isinstance(view, APIMixin) else None
+        return Response(domain_error_data(exc, path), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, Http404 | exceptions.NotFound) and isinstance(view, APIMixin):
+        return not_found(view.missing(exc))
     return exception_handler(exc, context)
 
 
-class PreconditionFailed(exceptions.APIException):
-    """If-Match named a version other than the stored one."""
-
-    status_code = status.HTTP_412_PRECONDITION_FAILED
-    default_detail = "The resource changed since you loaded it."
-    default_code = "precondition_failed"
+def stale_version_response(exc: StaleVersion, request: Request) -> Response:
+    """412 under the precondition the client sent (If-Match, else the body's ``version``),
+    with the current ETag in the headers and as ``etag`` in the body."""
+    key = "If-Match" if request.headers.get("If-Match") is not None else "version"
+    current = etag(exc.current_version)
+    body = {key: [exc.message], "etag": current}
+    response = Response(body, status=status.HTTP_412_PRECONDITION_FAILED)
+    return with_etag(response, exc.current_version)
 
 
 # If-Match / ETag ------------------------------------------------------------------------------
@@ -125,8 +174,18 @@ IF_MATCH = OpenApiParameter(
 )
 
 
+def missing_named(noun: str, where: str = "") -> dict[str, str]:
+    """The error messages of a reference to a row by name, in the 404s' vocabulary:
+    "No quota named 'x'."."""
+    return {"does_not_exist": f"No {noun} named {{value!r}}{where}."}
+
+
 def ref(slug_field: str = "name", **kwargs: Any) -> Any:
     """A reference to a named row (quota, node pool, workspace, user) by its unique name."""
+    queryset = kwargs.get("queryset")
+    if queryset is not None:
+        noun = str(queryset.model._meta.verbose_name)
+        kwargs["error_messages"] = {**missing_named(noun), **kwargs.get("error_messages", {})}
     return serializers.SlugRelatedField(slug_field=slug_field, **kwargs)
 
 
@@ -276,6 +335,35 @@ class APIMixin:
         SessionAuthentication,
     )
     access: Access
+    # Per action, the request path of each service field that the request names otherwise
+    # (any other field is its own path): {"rebalance": {"target": "to"}}.
+    error_paths: ClassVar[Mapping[str, Mapping[str, PathRule]]] = {}
+    # What a missing object is called in a 404 ("No job with id 4."); a nested route's parent
+    # in parent_noun.
+    noun: ClassVar[str] = "object"
+
+    def error_path(self, error: DomainError) -> Path:
+        """The request path of a refused service field, through this action's error_paths."""
+        field = error.field or NON_FIELD
+        rule = self.error_paths.get(getattr(self, "action", None) or "", {}).get(field, field)
+        if callable(rule):
+            return rule(self, error)
+        return tuple(rule.split("."))
+
+    def missing(self, error: Exception) -> str:
+        """The 404 message for the object the URL names: "No job with id 4."."""
+        if isinstance(error, MissingParent):
+            return str(error)
+        kwargs: Mapping[str, Any] = getattr(self, "kwargs", {})
+        key = str(getattr(self, "lookup_url_kwarg", None) or getattr(self, "lookup_field", "pk"))
+        value = kwargs.get(key)
+        if value is None:
+            return f"No {self.noun} here."
+        return f"No {self.noun} {described(key, str(value))}{self.missing_where()}."
+
+    def missing_where(self) -> str:
+        """Where the object was looked for, for a 404 message ("" or " in workspace_b")."""
+        return ""
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         """Authenticate, build the user's Access (it reads nothing yet), then DRF's checks."""
@@ -383,6 +471,17 @@ class WorkspaceScopedViewSet(APIMixin, GenericViewSet):  # type: ignore[type-arg
     # How the parent of a nested route reaches its workspace ("" when the parent is one).
     parent_workspace_path: ClassVar[str] = ""
     parent_queryset: ClassVar[QuerySet[Any] | None] = None
+    parent_noun: ClassVar[str] = "workspace"
+
+    def missing_where(self) -> str:
+        """ " in workspace_b" under a workspace's route, " in service chat-api" under a
+        service's."""
+        if self.parent_kwarg is None or self.parent_kwarg not in self.kwargs:
+            return ""
+        name = getattr(self.parent_object(), "name", "")
+        # Workspaces are named bare ("in workspace_b"), as the CLI names them.
+        where = "" if self.parent_noun == "workspace" else f"{self.parent_noun} "
+        return f" in {where}{name}"
 
     def permission_for(self, action: str) -> str | None:
         """The workspace permission an action needs (None for reads)."""
@@ -408,7 +507,7 @@ class WorkspaceScopedViewSet(APIMixin, GenericViewSet):  # type: ignore[type-arg
             parents = self.access.restrict(self.parent_queryset.all(), self.parent_workspace_path)
             parent = parents.filter(pk=int(raw)).first() if is_id(raw) else None
             if parent is None:
-                raise Http404("No such object.")
+                raise MissingParent(f"No {self.parent_noun} with id {raw}.")
             self._parent: Model = parent
         return self._parent
 

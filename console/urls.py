@@ -30,3 +30,6 @@ urlpatterns = [
     path("api/v1/", include("console.api_urls")),
     path("django-admin/", admin.site.urls),
 ]
+
+# A database or Redis outage answers 503 (JSON under /api/), anything else Django's 500.
+handler500 = "console.outage.server_error"

@@ -13,6 +13,7 @@ from django import forms
 from django.db.models import Q
 
 from cluster.models import NodePool
+from console import names
 from console.numbers import INT32, NumberField, WholeNumberField
 from console.units import MAX_GPUS, duration_text, milli_to_gpus
 from jobs.choices import IdlePolicy, RestartMode
@@ -47,7 +48,12 @@ def _open_pools(usable: list[UsableQuota], allowed: dict[int, dict[int, str] | N
 class WorkloadForm(forms.Form):
     """What every workload asks for: a name, a quota, a node pool and a replica shape."""
 
-    name = forms.SlugField(max_length=100, help_text="Letters, digits, - and _.")
+    name = forms.CharField(
+        max_length=63,
+        strip=False,
+        validators=[names.workload_name],
+        help_text="Lower-case letters, digits and -, like resnet50-0001.",
+    )
     quota = forms.ModelChoiceField(
         queryset=Quota.objects.none(),
         empty_label=None,
@@ -242,6 +248,12 @@ class ScalingRuleForm(forms.ModelForm):  # type: ignore[type-arg]
     """A scheduled scaling rule: the service validates cron, time zone and target."""
 
     target_replicas = WholeNumberField(min_value=0, label="Target replicas")
+    name = forms.CharField(
+        max_length=63,
+        strip=False,
+        validators=[names.rule_name],
+        help_text="Lower-case letters, digits and -, like weekday-morning.",
+    )
 
     class Meta:
         model = ScalingRule

@@ -13,6 +13,7 @@ from typing import Any
 from django import forms
 
 from cluster.models import NodePool, ResourcePool
+from console import names
 from console.errors import DomainError
 from console.numbers import BIG, NumberField, WholeNumberField
 from console.units import gpus_to_milli
@@ -187,7 +188,7 @@ def allowed_pools_field(
 class QuotaForm(AmountsForm):
     """Add Resource Quota; with a parent, New Child-level Resource Quota."""
 
-    name = forms.CharField(max_length=100)
+    name = forms.CharField(max_length=100, strip=False, validators=[names.quota_name])
     resource_pool = forms.ModelChoiceField(queryset=ResourcePool.objects.all())
     over_quota_weight = NumberField(
         required=False,

@@ -11,6 +11,7 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.http import QueryDict
 
+from console import names
 from console.errors import DomainError
 from console.numbers import INT32, NumberError, NumberField, parse_whole
 from console.units import gpus_to_milli
@@ -23,7 +24,12 @@ from workspaces.services import UsageRuleInput
 class WorkspaceForm(forms.Form):
     """New workspace."""
 
-    name = forms.SlugField(max_length=100, help_text="Letters, digits, - and _.")
+    name = forms.CharField(
+        max_length=100,
+        strip=False,
+        validators=[names.workspace_name],
+        help_text="Letters, digits, - and _.",
+    )
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,6 +16,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 from cluster.locking import write_lock
 from console import clock
 from console.errors import DomainError
+from console.names import check_slug_name
 from console.numbers import INT32
 from console.units import duration_text
 from jobs.choices import ACTIVE_STATUSES, EventKind, Kind
@@ -27,7 +27,6 @@ from workspaces.choices import Role
 from workspaces.models import Membership, ResourceUsageRule, Workspace, WorkspaceQuota
 from workspaces.roles import ALL_PERMISSIONS, ROLE_PERMISSIONS
 
-_SLUG = re.compile(r"[-a-zA-Z0-9_]+")
 # Names that would shadow a page under /workspaces/.
 RESERVED_NAMES = frozenset({"new"})
 # The shortest time limit an interactive instance may have, as instance_start requires.
@@ -37,13 +36,9 @@ MIN_INSTANCE_DURATION = 60
 @transaction.atomic
 def workspace_create(*, name: str, description: str = "") -> Workspace:
     """Create an empty workspace for one team."""
-    name = name.strip()
-    if not name:
+    if not name.strip():
         raise DomainError("A workspace needs a name.", field="name")
-    if not _SLUG.fullmatch(name):
-        raise DomainError(
-            f"Workspace name {name!r} may hold only letters, digits, - and _.", field="name"
-        )
+    check_slug_name(name, what="workspace name")
     if name in RESERVED_NAMES:
         raise DomainError(f"{name!r} is reserved; choose another name.", field="name")
     if Workspace.objects.filter(name=name).exists():

@@ -34,6 +34,7 @@ class ResourcePoolViewSet(
 
     queryset = ResourcePool.objects.order_by("name")
     serializer_class = s.ResourcePoolSerializer
+    noun = "resource pool"
     filter_fields = {"name": "name"}
 
     def perform_create(self, serializer: Any) -> None:
@@ -52,6 +53,7 @@ class NodePoolViewSet(
         .order_by("name")
     )
     serializer_class = s.NodePoolSerializer
+    noun = "node pool"
     filter_fields = {"name": "name", "resource_pool": "resource_pool__name"}
 
     def perform_create(self, serializer: Any) -> None:
@@ -73,6 +75,7 @@ class NodeViewSet(
 
     queryset = Node.objects.select_related("node_pool").order_by("name")
     serializer_class = s.NodeSerializer
+    noun = "node"
     filter_fields = {"name": "name", "node_pool": "node_pool__name"}
 
     def perform_create(self, serializer: Any) -> None:

@@ -10,7 +10,7 @@ values (tests/api/test_fast_paths.py compares both ways, byte for byte, on every
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
@@ -175,8 +175,10 @@ def build_workloads(
     serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
     pod_serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
     event_serializer_class: type[serializers.Serializer] | None = None,  # type: ignore[type-arg]
+    pod_statuses: Collection[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Workload `rows` (``values(*row_keys(...))``, in order) as `serializer_class` shows them.
+    """Workload `rows` (``values(*row_keys(...))``, in order) as `serializer_class` shows them;
+    only the pods whose status is in `pod_statuses` when given.
 
     Two more queries (node pools, pods), three with the event timeline of a detail view.
     """
@@ -193,6 +195,8 @@ def build_workloads(
 
     pod_plan = _plan(pod_serializer_class, ("name",), datetimes)
     pods = _nested(Pod, ids, pod_plan, ("index", "attempt"), _pod_name)
+    if pod_statuses is not None:
+        pods = {pk: [p for p in shown if p["status"] in pod_statuses] for pk, shown in pods.items()}
     events = {}
     if event_serializer_class is not None:
         event_plan = _plan(event_serializer_class, (), datetimes)
@@ -213,10 +217,13 @@ def workload_rows(
     serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
     pod_serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
     event_serializer_class: type[serializers.Serializer] | None = None,  # type: ignore[type-arg]
+    pod_statuses: Collection[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The workloads `ids` (in this order, missing ones left out) as build_workloads shows them."""
     ids = list(ids)
     keys = row_keys(serializer_class, events=event_serializer_class is not None)
     found = {r["id"]: r for r in Workload.objects.filter(pk__in=ids).order_by().values(*keys)}
     rows = [found[pk] for pk in ids if pk in found]
-    return build_workloads(rows, serializer_class, pod_serializer_class, event_serializer_class)
+    return build_workloads(
+        rows, serializer_class, pod_serializer_class, event_serializer_class, pod_statuses
+    )

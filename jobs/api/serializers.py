@@ -9,7 +9,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from cluster.models import NodePool
-from console.api import FiniteFloatField, GPUField, ref, whole
+from console import names
+from console.api import FiniteFloatField, GPUField, missing_named, ref, whole
 from console.fast.statements import Statement, columns, loaded
 from jobs.choices import EventKind, IdlePolicy, PodStatus, RestartMode
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
@@ -189,6 +190,11 @@ _POOLS_OF = Statement(_pools_of)
 class _VisibleWorkspaceField(serializers.SlugRelatedField):  # type: ignore[type-arg]
     """A workspace by name, among those the user may see (others do not exist for them)."""
 
+    default_error_messages = {
+        **serializers.SlugRelatedField.default_error_messages,
+        **missing_named("workspace"),
+    }
+
     def get_queryset(self) -> Any:
         return Workspace.objects.all()
 
@@ -219,7 +225,9 @@ class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
     quota = serializers.CharField(
         required=False, help_text="Defaults to the only quota your role may use here."
     )
-    name = serializers.CharField(max_length=100)
+    name = serializers.CharField(
+        max_length=63, trim_whitespace=False, validators=[names.workload_name]
+    )
     replicas = whole(default=1)
     gpu = GPUField(help_text="GPUs per replica (below 1 shares a GPU).")
     cpu = whole(default=0, help_text="millicores per replica")
@@ -241,7 +249,7 @@ class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
             quota = Quota.objects.filter(bindings__workspace=workspace, name=name).first()
             if quota is None:
                 raise serializers.ValidationError(
-                    {"quota": [f"Workspace {workspace.name} has no quota named {name}."]}
+                    {"quota": [f"No quota named {name!r} in {workspace.name}."]}
                 )
         else:
             usable = self.context["access"].usable_quotas(workspace)
@@ -258,7 +266,7 @@ class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
             missing = [n for n in wanted if n not in found]
             if missing:
                 raise serializers.ValidationError(
-                    {"node_pools": [f"No node pool named {missing[0]} for {quota.name}."]}
+                    {"node_pools": [f"No node pool named {missing[0]!r} for {quota.name}."]}
                 )
             attrs["node_pools"] = [found[n] for n in wanted]
         else:
@@ -326,7 +334,7 @@ class ServiceScaleSerializer(serializers.Serializer):  # type: ignore[type-arg]
 class ScalingRuleSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     """A scheduled scaling rule: at each cron time (in its time zone) set the target."""
 
-    name = serializers.CharField(max_length=100)
+    name = serializers.CharField(max_length=63, trim_whitespace=False, validators=[names.rule_name])
     cron = serializers.CharField(max_length=100)
     timezone = serializers.CharField(max_length=64, default="UTC")
     target_replicas = whole()

@@ -26,12 +26,12 @@ from rest_framework.response import Response
 
 from cluster.models import NodePool
 from console import clock, fast
-from console.api import ClusterViewSet, FieldFilterBackend, WorkspaceScopedViewSet
+from console.api import NON_FIELD, ClusterViewSet, FieldFilterBackend, WorkspaceScopedViewSet
 from console.fast.rows import build_workloads, row_keys, workload_rows
 from console.fast.statements import ROWS, Statement
 from console.numbers import is_digits
 from jobs.api import serializers as s
-from jobs.choices import Kind
+from jobs.choices import LIVE_POD_STATUSES, Kind
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.services.scaling import (
     scaling_rule_create,
@@ -45,7 +45,8 @@ from workspaces.roles import SUBMIT
 
 # Workloads as the API answers them (a name: `list` is a method of the viewsets).
 Shown = list[dict[str, Any]]
-PODS = Prefetch("pods", queryset=Pod.objects.select_related("node").order_by("index", "attempt"))
+POD_ROWS = Pod.objects.select_related("node").order_by("index", "attempt")
+PODS = Prefetch("pods", queryset=POD_ROWS)
 
 
 class _Page:
@@ -133,6 +134,12 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
     detail_serializer_class: ClassVar[type[serializers.Serializer]]  # type: ignore[type-arg]
     input_serializer_class: ClassVar[type[s.SubmitSerializer]]
     action_permissions = {"*": SUBMIT}
+    # Cancel, stop and scale name no workload field: their refusals are the request's own.
+    error_paths = {
+        "cancel": {"status": NON_FIELD},
+        "stop": {"status": NON_FIELD},
+        "scale": {"service": NON_FIELD},
+    }
     filter_fields = {
         "workspace": "workspace__name",
         "status": "status",
@@ -148,16 +155,31 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         "name": "Workload name.",
     }
 
+    # A service's ``pods`` are its current replicas (live pods); ``?history=1`` adds the
+    # ended ones (past attempts, scaled-down replicas). Other kinds show every attempt.
+    current_pods: ClassVar[bool] = False
+
+    def pod_statuses(self) -> tuple[str, ...] | None:
+        """The pod statuses shown: the live ones for current state, None for all."""
+        history = self.request.query_params.get("history", "") if self.request else ""
+        if not self.current_pods or history.lower() in {"1", "true", "yes"}:
+            return None
+        return LIVE_POD_STATUSES
+
     def get_queryset(self) -> QuerySet[Any]:
         """Rows of this kind with everything a page shows, in a fixed number of queries."""
         return self.shown(super().get_queryset())
 
     def shown(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """`queryset`'s rows of this kind, with what the action's serializer shows."""
+        statuses = self.pod_statuses()
+        pods = PODS
+        if statuses is not None:
+            pods = Prefetch("pods", queryset=POD_ROWS.filter(status__in=statuses))
         queryset = (
             queryset.filter(kind=self.kind)
             .select_related("workspace", "quota", "owner")
-            .prefetch_related("node_pools", PODS)
+            .prefetch_related("node_pools", pods)
         )
         if self.action != "list":
             events = WorkloadEvent.objects.order_by("at", "id")
@@ -193,9 +215,8 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
             )
         rows = self.paginate_queryset(cast(Any, page))
         assert rows is not None  # every list is paginated (REST_FRAMEWORK's PAGE_SIZE)
-        return self.get_paginated_response(
-            self.readable(build_workloads(rows, shown, s.PodSerializer))
-        )
+        built = build_workloads(rows, shown, s.PodSerializer, pod_statuses=self.pod_statuses())
+        return self.get_paginated_response(self.readable(built))
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """One workload with its pods and event timeline."""
@@ -253,7 +274,11 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         """
         if fast.on():
             return workload_rows(
-                [pk], self.detail_serializer_class, s.PodSerializer, s.EventSerializer
+                [pk],
+                self.detail_serializer_class,
+                s.PodSerializer,
+                s.EventSerializer,
+                pod_statuses=self.pod_statuses(),
             )
         # Found by pk alone: the caller has the workload, so the user's access is checked.
         found = self.shown(Workload.objects.filter(pk=pk))
@@ -263,7 +288,7 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         """The workload as stored now, with its events (as the detail serializer shows it)."""
         rows = self._detail(workload.pk)
         if not rows:  # gone since (a workspace deleted with its workloads)
-            raise Http404("No such object.")
+            raise Http404(self.missing(Http404()))
         return Response(self.readable(rows)[0], status=code)
 
     def _cancel(self, request: Request) -> Response:
@@ -276,6 +301,7 @@ class JobViewSet(_WorkloadViewSet):
     """Training jobs."""
 
     kind = Kind.TRAINING
+    noun = "job"
     queryset = Workload.objects.all()
     serializer_class = s.JobSerializer
     detail_serializer_class = s.JobDetailSerializer
@@ -301,6 +327,8 @@ class ServiceViewSet(_WorkloadViewSet):
     """Inference services; scale them by hand or with scheduled rules."""
 
     kind = Kind.INFERENCE
+    noun = "service"
+    current_pods = True
     queryset = Workload.objects.all()
     serializer_class = s.ServiceSerializer
     detail_serializer_class = s.ServiceDetailSerializer
@@ -341,6 +369,7 @@ class InstanceViewSet(_WorkloadViewSet):
     """Interactive instances: non-preemptible, with a time limit."""
 
     kind = Kind.INTERACTIVE
+    noun = "instance"
     queryset = Workload.objects.all()
     serializer_class = s.InstanceSerializer
     detail_serializer_class = s.InstanceDetailSerializer
@@ -373,6 +402,9 @@ class ScalingRuleViewSet(
 
     queryset = ScalingRule.objects.select_related("service__workspace").order_by("name")
     serializer_class = s.ScalingRuleSerializer
+    noun = "scaling rule"
+    parent_noun = "service"
+    error_paths = {"create": {"service": NON_FIELD}, "partial_update": {"service": NON_FIELD}}
     workspace_path = "service__workspace"
     parent_kwarg = "service_id"
     parent_path = "service_id"
@@ -407,6 +439,7 @@ class UsageViewSet(mixins.ListModelMixin, ClusterViewSet):
 
     queryset = UsageSample.objects.select_related("quota").order_by("at", "quota_id")
     serializer_class = s.UsageSampleSerializer
+    noun = "usage sample"
 
     @extend_schema(parameters=[s.UsageQuerySerializer])
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:

@@ -18,6 +18,7 @@ from django_celery_beat.models import CrontabSchedule, PeriodicTask
 from cluster.locking import write_lock
 from console import clock
 from console.errors import DomainError
+from console.names import check_dns_name
 from jobs.choices import ENDED_STATUSES, EventKind, Kind
 from jobs.cron import CronExpr, parse, zone
 from jobs.events import record
@@ -102,11 +103,10 @@ def service_scale(
 def _validated(service: Workload, values: dict[str, Any], rule: ScalingRule | None) -> CronExpr:
     """Check a rule's values in place (trimming text); returns its parsed cron."""
     _check_service(service)
-    name = str(values["name"]).strip()
-    if not name:
+    name = str(values["name"])
+    if not name.strip():
         raise DomainError("Give the rule a name.", field="name")
-    if len(name) > 100:
-        raise DomainError(f"A rule name has at most 100 characters, not {len(name)}.", field="name")
+    check_dns_name(name, what="rule name")
     clash = ScalingRule.objects.filter(service=service, name=name)
     if rule is not None:
         clash = clash.exclude(pk=rule.pk)

@@ -14,6 +14,7 @@ from cluster.models import NodePool
 from console import clock
 from console.errors import DomainError
 from console.fast.statements import Statement
+from console.names import check_dns_name
 from console.numbers import INT32
 from console.units import called, duration_text, milli_to_gpus
 from jobs.choices import (
@@ -213,10 +214,10 @@ def _instance_duration(workspace: Workspace, asked: int | None) -> int:
 
 
 def _check_name(workspace: Workspace, name: str) -> str:
-    """Names are required and unique within the workspace."""
-    name = name.strip()
-    if not name:
+    """Names are required, DNS labels (console.names) and unique within the workspace."""
+    if not name.strip():
         raise DomainError("A workload needs a name.", field="name")
+    check_dns_name(name, what="workload name")
     if _NAMED.rows(workspace.pk, name, high=1):
         raise DomainError(f"{workspace.name} already has a workload named {name}.", field="name")
     return name
@@ -320,6 +321,14 @@ def job_submit(
         )
     if hang_minutes is not None and hang_minutes < 1:
         raise DomainError("Hang detection needs at least 1 minute.", field="hang_minutes")
+    # The shape first: the default total work comes from it, and a refusal names the field
+    # the client sent (replicas, gpu), never total_work, which they may not have sent.
+    _check_shape(shape, Kind.TRAINING)
+    if shape.gpu <= 0:
+        raise DomainError(
+            "A training job needs GPUs: gpu must be above 0 (0.5 shares a GPU), not 0.",
+            field="gpu",
+        )
     if total_work is None:
         total_work = shape.replicas * shape.gpu / 1000 * 3600
     if total_work <= 0:

@@ -11,6 +11,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from cluster.models import NodePool, ResourcePool
+from console import names
 from console.api import FiniteFloatField, GPUField, ref, whole
 from quotas.amounts import Amounts
 from quotas.choices import QueueStrategy
@@ -113,7 +114,9 @@ class QuotaTreeSerializer(QuotaSerializer):
 class QuotaCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     """A root quota (no parent) or a child-level quota."""
 
-    name = serializers.CharField(max_length=100)
+    name = serializers.CharField(
+        max_length=100, trim_whitespace=False, validators=[names.quota_name]
+    )
     resource_pool = by_name(
         ResourcePool.objects.all(), required=False, help_text="Defaults to the parent's."
     )
@@ -148,7 +151,9 @@ class QuotaCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
 class QuotaUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     """Settings of a quota (its amounts change through scale)."""
 
-    name = serializers.CharField(max_length=100, required=False)
+    name = serializers.CharField(
+        max_length=100, required=False, trim_whitespace=False, validators=[names.quota_name]
+    )
     over_quota_weight = FiniteFloatField(required=False, allow_null=True)
     lend_idle = serializers.BooleanField(required=False)
     queue_strategy = serializers.ChoiceField(choices=QueueStrategy.choices, required=False)
@@ -167,6 +172,17 @@ class ScaleSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
     resources = QuotaResourceSerializer(many=True, allow_empty=False)
     version = whole(required=False, help_text="Alternative to If-Match: the version you edited.")
+
+
+class ScaleResultSerializer(QuotaSerializer):
+    """The quota after a scale, and whether the scale changed it (a scale to the amounts it
+    has changes nothing: no new version, no audit record)."""
+
+    changed = serializers.BooleanField(read_only=True)
+
+    class Meta(QuotaSerializer.Meta):
+        fields = [*QuotaSerializer.Meta.fields, "changed"]
+        read_only_fields = fields
 
 
 class RebalanceSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -5,12 +5,11 @@ Only platform admins see these: other users get an empty list and 404, and 403 o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import transaction
 from django.db.models import QuerySet
-from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
@@ -18,19 +17,61 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from cluster.models import NodePool
-from console.api import IF_MATCH, ClusterViewSet, expected_version, with_etag
+from console.api import (
+    IF_MATCH,
+    NON_FIELD,
+    ClusterViewSet,
+    MissingParent,
+    Path,
+    PathRule,
+    expected_version,
+    with_etag,
+)
 from console.errors import DomainError
+from quotas.amounts import RESOURCES
 from quotas.api import serializers as s
+from quotas.api.serializers import AMOUNT_KEYS
 from quotas.models import Quota, QuotaAudit
 from quotas.selectors import quota_amounts, quotas_with_amounts
 from quotas.services.quotas import (
     quota_create,
     quota_delete,
     quota_rebalance,
-    quota_scale,
+    quota_scale_outcome,
     quota_set_child_preemption,
     quota_update,
 )
+
+
+def _resource_path(view: Any, error: DomainError) -> Path:
+    """Where in ``resources`` an amount error belongs: the row the client sent for its node
+    pool (``resources[i].min.gpu``), else ``resources`` itself."""
+    pool = getattr(error, "node_pool", None)
+    data = view.request.data
+    rows = data.get("resources") if isinstance(data, Mapping) else None
+    index = None
+    for i, row in enumerate(rows if isinstance(rows, list) else []):
+        if isinstance(row, Mapping) and pool is not None and row.get("node_pool") == pool:
+            index = i  # the last row for a pool is the one whose values win
+    if index is None:
+        if error.field == "allowed_node_pools":
+            return ("allowed_node_pools",)
+        return ("resources",)
+    field = error.field or ""
+    bound, _, resource = field.partition("_")
+    if bound in {"min", "max"} and resource in RESOURCES:
+        return ("resources", index, bound, resource)
+    return ("resources", index, "min")  # a min in a pool the quota may not use
+
+
+# Service fields of the quota amounts as the scale and create bodies send them.
+RESOURCE_PATHS: dict[str, PathRule] = {
+    **{key: _resource_path for key in AMOUNT_KEYS},
+    "allowed_node_pools": _resource_path,
+}
+# A rebalance sends the amounts it moves as gpu, cpu and memory.
+MOVED_PATHS: dict[str, PathRule] = {f"{b}_{r}": r for b in ("min", "max") for r in RESOURCES}
+
 
 TREE = OpenApiParameter(
     "view",
@@ -52,6 +93,14 @@ class QuotaViewSet(ClusterViewSet):
         "resource_pool": "resource_pool__name",
     }
     read_actions = frozenset({"preview"})
+    noun = "quota"
+    error_paths = {
+        "create": RESOURCE_PATHS,
+        "scale": RESOURCE_PATHS,
+        "preview": RESOURCE_PATHS,
+        "rebalance": {**MOVED_PATHS, "source": "from", "target": "to"},
+        "destroy": {"quota": NON_FIELD},
+    }
 
     def with_usage(self, quotas: Iterable[Quota]) -> None:
         """Set each quota's live usage for the serializer.
@@ -153,7 +202,9 @@ class QuotaViewSet(ClusterViewSet):
         quota_delete(actor=request.user, quota=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    @extend_schema(request=s.ScaleSerializer, responses=s.QuotaSerializer, parameters=[IF_MATCH])
+    @extend_schema(
+        request=s.ScaleSerializer, responses=s.ScaleResultSerializer, parameters=[IF_MATCH]
+    )
     @action(detail=True, methods=["post"])
     def scale(self, request: Request, pk: str | None = None) -> Response:
         """Change min and max; usage over the new min becomes Not in Quota (412 if stale)."""
@@ -161,13 +212,15 @@ class QuotaViewSet(ClusterViewSet):
         data = s.ScaleSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         resources = s.merged_amounts(quota_amounts(quota), data.validated_data["resources"])
-        quota = quota_scale(
+        outcome = quota_scale_outcome(
             actor=request.user,
             quota=quota,
             resources=resources,
             expected_version=expected_version(request, data.validated_data.get("version")),
         )
-        return self._answer(quota)
+        (fresh,) = self._fresh(outcome.quota)
+        body = {**s.QuotaSerializer(fresh).data, "changed": outcome.changed}
+        return with_etag(Response(body), fresh.version)
 
     @extend_schema(request=s.RebalanceSerializer, responses=s.RebalanceResultSerializer)
     @action(detail=False, methods=["post"])
@@ -209,11 +262,12 @@ class QuotaAuditViewSet(mixins.ListModelMixin, ClusterViewSet):
 
     queryset = QuotaAudit.objects.select_related("actor")
     serializer_class = s.QuotaAuditSerializer
+    noun = "audit record"
 
     def get_queryset(self) -> QuerySet[Any]:
         """The records of the URL's quota, which must be one the user may see (else 404)."""
         quota_id = str(self.kwargs.get("quota_id", ""))
         visible = self.access.platform_admin and quota_id.isdigit()
         if not visible or not Quota.objects.filter(pk=int(quota_id)).exists():
-            raise Http404("No such quota.")
+            raise MissingParent(f"No quota with id {quota_id}.")
         return super().get_queryset().filter(quota_id=int(quota_id))

@@ -8,6 +8,7 @@ cycle never applies decisions made under the quotas as they were before.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -16,6 +17,7 @@ from django.db.models import Sum
 from cluster.locking import write_lock
 from cluster.models import Node, NodePool, ResourcePool
 from console.errors import DomainError
+from console.names import check_display_name
 from console.units import called
 from quotas.amounts import RESOURCES, Amounts, show
 from quotas.choices import AuditAction, QueueStrategy
@@ -24,6 +26,10 @@ from quotas.models import Quota, QuotaAudit, QuotaResource
 
 class StaleVersion(DomainError):
     """The caller edited an older version of the quota than the one stored."""
+
+    def __init__(self, message: str, *, current_version: int, field: str | None = "version"):
+        super().__init__(message, field=field)
+        self.current_version = current_version
 
 
 class AmountError(DomainError):
@@ -46,7 +52,7 @@ def _check_version(quota: Quota, expected_version: int | None) -> None:
         raise StaleVersion(
             f"{called(quota.name)} is at version {quota.version}, not {expected_version}: "
             "it changed since you loaded it.",
-            field="version",
+            current_version=quota.version,
         )
 
 
@@ -334,10 +340,10 @@ def _write_amounts(quota: Quota, resources: Mapping[NodePool, Amounts]) -> None:
 
 
 def _check_name(name: str, exclude: Quota | None = None) -> str:
-    """A quota name is required and unique."""
-    name = name.strip()
-    if not name:
+    """A quota name is required, a display name (console.names) and unique."""
+    if not name.strip():
         raise DomainError("A quota needs a name.", field="name")
+    check_display_name(name, what="quota name")
     others = Quota.objects.filter(name=name)
     if exclude is not None:
         others = others.exclude(pk=exclude.pk)
@@ -443,7 +449,14 @@ def quota_update(
     return quota
 
 
-@transaction.atomic
+@dataclass(frozen=True)
+class ScaleOutcome:
+    """What a scale did: the quota as stored now, and whether any amount changed."""
+
+    quota: Quota
+    changed: bool
+
+
 def quota_scale(
     *,
     actor: Any,
@@ -452,17 +465,35 @@ def quota_scale(
     expected_version: int | None = None,
 ) -> Quota:
     """Change a quota's min and max; usage over the new min becomes Not in Quota."""
+    return quota_scale_outcome(
+        actor=actor, quota=quota, resources=resources, expected_version=expected_version
+    ).quota
+
+
+@transaction.atomic
+def quota_scale_outcome(
+    *,
+    actor: Any,
+    quota: Quota,
+    resources: Mapping[NodePool, Amounts],
+    expected_version: int | None = None,
+) -> ScaleOutcome:
+    """quota_scale, saying whether it changed anything: a scale to the amounts the quota has
+    writes nothing, bumps no version and records no audit."""
     pool = _lock_pool(quota.resource_pool)
     quota = Quota.objects.select_for_update().get(pk=quota.pk)
     _check_version(quota, expected_version)
     _check_amounts(resources)
+    stored = _amounts_by_pool([quota.pk])[quota.pk]
+    if all(stored.get(np.pk, Amounts()) == a for np, a in resources.items()):
+        return ScaleOutcome(quota, changed=False)
     before = quota_state(quota)
     _write_amounts(quota, resources)
     _check_tree(pool, quota)
     quota.version += 1
     quota.save(update_fields=["version"])
     _audit(actor, quota, quota.name, AuditAction.SCALE, before, quota_state(quota))
-    return quota
+    return ScaleOutcome(quota, changed=True)
 
 
 @transaction.atomic

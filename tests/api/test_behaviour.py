@@ -37,8 +37,9 @@ def test_scale_with_a_stale_if_match_answers_412(api: Any, admin: Any, demo: Any
     stale = client.post(
         f"/api/v1/quotas/{q.pk}/scale/", _scale(30), format="json", HTTP_IF_MATCH='"1"'
     )
-    assert stale.status_code == 412
-    assert "version 2, not 1" in stale.json()["version"][0]
+    assert stale.status_code == 412 and stale["ETag"] == '"2"'
+    assert "version 2, not 1" in stale.json()["If-Match"][0]
+    assert stale.json()["etag"] == '"2"'
     assert Quota.objects.get(pk=q.pk).resources.get().min_gpu == 40_000
 
 
@@ -86,12 +87,11 @@ def test_scale_refused_for_lack_of_room_names_the_numbers(api: Any, admin: Any, 
     q = demo.quotas["Quota 1.1"]
     response = api(admin).post(f"/api/v1/quotas/{q.pk}/scale/", _scale(56), format="json")
     assert response.status_code == 400
-    assert response.json() == {
-        "min_gpu": [
-            "Quota 1 has 128 GPUs on A100-80G and its children would need 136 GPUs "
-            "(Quota 1.1 56 GPUs + Quota 1.2 80 GPUs). At most 48 GPUs fit for Quota 1.1."
-        ]
-    }
+    message = (
+        "Quota 1 has 128 GPUs on A100-80G and its children would need 136 GPUs "
+        "(Quota 1.1 56 GPUs + Quota 1.2 80 GPUs). At most 48 GPUs fit for Quota 1.1."
+    )
+    assert response.json() == {"resources": {"0": {"min": {"gpu": [message]}}}}
     assert QuotaAudit.objects.filter(quota=q, action="scale").count() == 0
 
 
@@ -118,7 +118,7 @@ def test_refused_quota_create_leaves_no_quota(api: Any, admin: Any, demo: Any) -
     response = api(admin).post("/api/v1/quotas/", body, format="json")
     assert (
         response.status_code == 400
-        and "At most 0 GPUs fit for Quota 1.3" in response.json()["min_gpu"][0]
+        and "At most 0 GPUs fit for Quota 1.3" in response.json()["resources"]["0"]["min"]["gpu"][0]
     )
     assert not Quota.objects.filter(name="Quota 1.3").exists()
 
@@ -149,7 +149,7 @@ def test_submit_resolves_workspace_node_pools_and_name_or_names_the_field(
 ) -> None:
     client = api(bob)
     base = {"workspace": "workspace_b", "name": "resolve", "gpu": 1}
-    unknown = "Object with name=%s does not exist."
+    unknown = "No workspace named '%s'."
     for workspace in ("nope", "workspace_a"):  # another team's workspace does not exist for bob
         response = client.post("/api/v1/jobs/", {**base, "workspace": workspace}, format="json")
         assert response.status_code == 400
@@ -158,7 +158,7 @@ def test_submit_resolves_workspace_node_pools_and_name_or_names_the_field(
     assert response.status_code == 400 and response.json() == {"workspace": [unknown % 7]}
     response = client.post("/api/v1/jobs/", {**base, "node_pools": ["H100"]}, format="json")
     assert response.status_code == 400
-    assert response.json() == {"node_pools": ["No node pool named H100 for Quota 1.1."]}
+    assert response.json() == {"node_pools": ["No node pool named 'H100' for Quota 1.1."]}
     response = client.post("/api/v1/jobs/", {**base, "node_pools": [NP]}, format="json")
     assert response.status_code == 201, response.json()
     assert response.json()["node_pools"] == [NP]

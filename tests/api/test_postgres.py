@@ -60,7 +60,7 @@ def test_concurrent_scales_cannot_both_break_the_parent(postgres_url: str) -> No
         codes = sorted(code for code, _ in r["codes"].values())
         assert codes == [200, 400], r
         refused = next(body for code, body in r["codes"].values() if code == 400)
-        assert "At most" in refused["min_gpu"][0], refused
+        assert "At most" in refused["resources"]["0"]["min"]["gpu"][0], refused
         assert r["children_min_gpu"] == 128_000, r
 
 

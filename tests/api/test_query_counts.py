@@ -12,7 +12,7 @@ from django.db.models import Prefetch
 from django.test.utils import CaptureQueriesContext
 
 from cluster.models import Node, NodePool
-from jobs.choices import Kind, PodStatus, Status
+from jobs.choices import LIVE_POD_STATUSES, Kind, PodStatus, Status
 from jobs.models import Pod, UsageSample, Workload, WorkloadEvent
 from quotas.amounts import Amounts
 from quotas.models import Quota
@@ -172,13 +172,18 @@ def test_list_rows_show_what_the_model_serializers_show(
         .prefetch_related("node_pools", Prefetch("pods", queryset=pods))
     )
     expected = json.loads(JSONRenderer().render(serializer(rows, many=True).data))
-    response = api(admin).get(f"/api/v1/{path}/?page_size=1000")
+    # history=1: every pod, as the serializer over all of them (a service shows only its live
+    # pods by default).
+    response = api(admin).get(f"/api/v1/{path}/?page_size=1000&history=1")
     assert response.status_code == 200
     assert response.json()["results"] == expected
     assert len(expected) >= 10
-    page = api(bob).get(f"/api/v1/{path}/?page_size=4&page=2").json()
+    page = api(bob).get(f"/api/v1/{path}/?page_size=4&page=2&history=1").json()
     assert page["results"] == expected[4:8]
     assert page["count"] == len(expected)
+    current = api(admin).get(f"/api/v1/{path}/?page_size=1000").json()["results"]
+    live = {p for w in current for p in (pod["status"] for pod in w["pods"])}
+    assert path != "services" or live <= set(LIVE_POD_STATUSES)
 
 
 @pytest.mark.parametrize("path", ["jobs", "services", "instances"])
@@ -228,6 +233,8 @@ def test_answers_to_actions_show_what_the_detail_serializers_show(
     answer = api(bob).post(f"/api/v1/{path}/{job.pk}/{action}/")
     assert answer.status_code == 200, answer.content
     job.refresh_from_db()
+    if path == "services":  # a service's answer shows its live pods
+        pods = pods.filter(status__in=LIVE_POD_STATUSES)
     fresh = Workload.objects.filter(pk=job.pk).prefetch_related(
         "node_pools", Prefetch("pods", queryset=pods), Prefetch("events", queryset=events)
     )

@@ -76,12 +76,11 @@ def test_mission_walkthrough_through_the_api(tick: Any, clock: Any) -> None:
         format="json",
     )
     assert refused.status_code == 400
-    assert refused.json() == {
-        "min_gpu": [
-            "Quota 1 has 128 GPUs on H100 and its children would need 136 GPUs "
-            "(Quota 1.1 48 GPUs + Quota 1.2 88 GPUs). At most 80 GPUs fit for Quota 1.2."
-        ]
-    }
+    message = (
+        "Quota 1 has 128 GPUs on H100 and its children would need 136 GPUs "
+        "(Quota 1.1 48 GPUs + Quota 1.2 88 GPUs). At most 80 GPUs fit for Quota 1.2."
+    )
+    assert refused.json() == {"resources": {"0": {"min": {"gpu": [message]}}}}
     tree = _ok(admin.get("/api/v1/quotas/?view=tree"))["results"]
     assert [(t["name"], [c["name"] for c in t["children"]]) for t in tree] == [
         ("Quota 1", ["Quota 1.1", "Quota 1.2"])

@@ -229,7 +229,7 @@ def test_due_rules_are_found_with_one_query(
     for hour in range(10):
         scaling_rule_create(
             service=service,
-            name=f"rule {hour}",
+            name=f"rule-{hour}",
             cron=f"0 {hour} * * *",
             timezone="Europe/Berlin",
             target_replicas=2,

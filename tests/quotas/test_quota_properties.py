@@ -24,7 +24,7 @@ from quotas.services.quotas import (
     quota_create,
     quota_delete,
     quota_rebalance,
-    quota_scale,
+    quota_scale_outcome,
     quota_update,
 )
 from tests.quotas.builders import add_t4, dump, tree_violations
@@ -62,12 +62,14 @@ def _apply(op: tuple[Any, ...], demo: Demo, admin: Any, serial: int) -> int:
         return 1
     if kind == "scale":
         _, pick, gpu, limit = op
-        quota_scale(
-            actor=admin,
-            quota=quotas[pick % len(quotas)],
-            resources={demo.node_pool: Amounts(min_gpu=gpu, max_gpu=limit)},
+        # A scale to the amounts the quota has writes nothing, no audit record either.
+        return int(
+            quota_scale_outcome(
+                actor=admin,
+                quota=quotas[pick % len(quotas)],
+                resources={demo.node_pool: Amounts(min_gpu=gpu, max_gpu=limit)},
+            ).changed
         )
-        return 1
     if kind == "rebalance":
         _, pick, other, gpu = op
         source = quotas[pick % len(quotas)]
@@ -81,10 +83,11 @@ def _apply(op: tuple[Any, ...], demo: Demo, admin: Any, serial: int) -> int:
     if kind == "scale_t4":
         _, pick, gpu = op
         t4 = NodePool.objects.get(name="T4")
-        quota_scale(
-            actor=admin, quota=quotas[pick % len(quotas)], resources={t4: Amounts(min_gpu=gpu)}
+        return int(
+            quota_scale_outcome(
+                actor=admin, quota=quotas[pick % len(quotas)], resources={t4: Amounts(min_gpu=gpu)}
+            ).changed
         )
-        return 1
     if kind == "restrict":
         _, pick, names = op
         pools = list(NodePool.objects.filter(name__in=names.split()))
@@ -116,6 +119,8 @@ def test_random_changes_keep_the_tree_sound_and_refusals_write_nothing(
             else:
                 event(f"{op[0]} done")
                 assert QuotaAudit.objects.count() == before["audit"] + records, op
+                if not records:
+                    assert dump() == before, f"unchanged {op} wrote rows"
             assert tree_violations() == [], f"after {op}"
         transaction.set_rollback(True)
 

@@ -9,7 +9,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from console.api import GPUField, ref, whole
+from console import names
+from console.api import GPUField, missing_named, ref, whole
 from quotas.models import Quota
 from workspaces.choices import Role
 from workspaces.models import Membership, ResourceUsageRule, Workspace, WorkspaceQuota
@@ -18,9 +19,7 @@ from workspaces.models import Membership, ResourceUsageRule, Workspace, Workspac
 class MemberSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     """A member and their role."""
 
-    user = serializers.SlugRelatedField(
-        slug_field="username", queryset=get_user_model().objects.all()
-    )
+    user = ref("username", queryset=get_user_model().objects.all())
     role = serializers.ChoiceField(choices=Role.choices)
 
     class Meta:
@@ -37,6 +36,11 @@ class MemberRoleSerializer(serializers.Serializer):  # type: ignore[type-arg]
 @extend_schema_field(OpenApiTypes.STR)
 class _BoundQuotaField(serializers.SlugRelatedField):  # type: ignore[type-arg]
     """A quota by name, among those bound to the workspace of the request."""
+
+    default_error_messages = {
+        **serializers.SlugRelatedField.default_error_messages,
+        **missing_named("quota", " bound to this workspace"),
+    }
 
     def get_queryset(self) -> Any:
         workspace = self.context.get("workspace")
@@ -66,7 +70,7 @@ class UsageRuleCapsSerializer(serializers.Serializer):  # type: ignore[type-arg]
 class BindingSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     """A quota the workspace may submit to."""
 
-    quota = serializers.SlugRelatedField(slug_field="name", queryset=Quota.objects.all())
+    quota = ref(queryset=Quota.objects.all())
     quota_id = serializers.IntegerField(read_only=True)
 
     class Meta:
@@ -77,7 +81,9 @@ class BindingSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 class WorkspaceSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     """A team's workspace with its members, bound quotas and Resource Usage rules."""
 
-    name = serializers.CharField(max_length=100)
+    name = serializers.CharField(
+        max_length=100, trim_whitespace=False, validators=[names.workspace_name]
+    )
     description = serializers.CharField(required=False, allow_blank=True, default="")
     members = MemberSerializer(source="memberships", many=True, read_only=True)
     quotas = ref(many=True, read_only=True)

@@ -42,6 +42,7 @@ class WorkspaceViewSet(
         Prefetch("usage_rules", queryset=ResourceUsageRule.objects.select_related("quota")),
     ).order_by("name")
     serializer_class = s.WorkspaceSerializer
+    noun = "workspace"
     workspace_path = ""
     admin_actions = frozenset({"create"})
     action_permissions = {"partial_update": MANAGE}
@@ -102,6 +103,7 @@ class MemberViewSet(
 
     queryset = Membership.objects.select_related("user", "workspace").order_by("user__username")
     serializer_class = s.MemberSerializer
+    noun = "member"
     lookup_field = "user__username"
     lookup_url_kwarg = "username"
     lookup_value_regex = r"[^/]+"
@@ -139,6 +141,7 @@ class BindingViewSet(
 
     queryset = WorkspaceQuota.objects.select_related("quota", "workspace").order_by("quota__name")
     serializer_class = s.BindingSerializer
+    noun = "bound quota"
     lookup_field = "quota_id"
     lookup_url_kwarg = "quota_id"
     admin_actions = frozenset({"create", "destroy"})
@@ -167,6 +170,7 @@ class UsageRuleViewSet(
         "quota__name", "role"
     )
     serializer_class = s.UsageRuleSerializer
+    noun = "resource usage rule"
 
     def perform_create(self, serializer: Any) -> None:
         """resource_usage_rule_set decides (a second rule for a quota and role replaces it)."""
