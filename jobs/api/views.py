@@ -25,13 +25,21 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console import fast
-from console.api import ClusterViewSet, FieldFilterBackend, WorkspaceScopedViewSet
+from console.api import (
+    ClusterViewSet,
+    FilterSetBackend,
+    WorkspaceScopedViewSet,
+    given_filters,
+    refuse_unknown,
+    validated_filterset,
+)
 from console.fast.rows import build_workloads, row_keys, workload_rows
 from console.fast.statements import ROWS, Statement
 from console.numbers import is_digits
 from jobs import clock
 from jobs.api import serializers as s
 from jobs.choices import Kind
+from jobs.filters import WorkloadFilter
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.services.scaling import (
     scaling_rule_create,
@@ -67,23 +75,28 @@ class _Page:
 
 
 def _filtered(shape: tuple[Any, ...], *values: Any) -> QuerySet[Any]:
-    """Rows of the viewset's kind matching its filters, in the workspaces given by id.
+    """Rows of the viewset's kind through its FilterSet's filters, in the workspaces given.
 
-    ``shape``: the viewset, the filter parameters given (their values first), and how many
-    workspace ids follow them (None: every workspace).
+    ``shape``: the viewset, the filters given (names in declared order), the cleaned values
+    of those that are not free text, and how many workspace ids follow the text values in
+    ``values`` (None: every workspace). Text values are the statement's values, so one
+    compiled SQL serves every name searched for.
     """
-    viewset, params, workspaces = shape[:3]
+    viewset, names, keyed, workspaces = shape[:4]
     queryset = viewset.queryset.filter(kind=viewset.kind)
+    keyed_values = dict(keyed)
+    texts = [name for name in names if name not in keyed_values]
     if workspaces is not None:
-        ids = values[len(params) :]
+        ids = values[len(texts) :]
         queryset = queryset.filter(**{f"{viewset.workspace_path}__in": ids})
-    given = dict(zip(params, values[: len(params)], strict=True))
-    return FieldFilterBackend.apply(queryset, viewset.filter_fields, given)
+    given = {**keyed_values, **dict(zip(texts, values[: len(texts)], strict=True))}
+    cleaned = {name: given[name] for name in names}
+    return cast(type[WorkloadFilter], viewset.filterset_class).apply(queryset, cleaned)
 
 
 def _listed(shape: tuple[Any, ...], *values: Any) -> QuerySet[Any]:
     """The filtered rows' values (``shape``: as _filtered's, then the keys shown)."""
-    return _filtered(shape, *values).values(*shape[3])
+    return _filtered(shape, *values).values(*shape[4])
 
 
 def _counted(shape: tuple[Any, ...], *values: Any) -> QuerySet[Any]:
@@ -134,20 +147,8 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
     detail_serializer_class: ClassVar[type[serializers.Serializer]]  # type: ignore[type-arg]
     input_serializer_class: ClassVar[type[s.SubmitSerializer]]
     action_permissions = {"*": SUBMIT}
-    filter_fields = {
-        "workspace": "workspace__name",
-        "status": "status",
-        "quota": ("quota__name", "quota_id"),
-        "owner": "owner__username",
-        "name": "name",
-    }
-    filter_help = {
-        "workspace": "Workspace name.",
-        "status": "Queued, Running, Requeued, Succeeded, Failed, Stopped or Cancelled.",
-        "quota": "Quota name or id.",
-        "owner": "Username of the submitter.",
-        "name": "Workload name.",
-    }
+    filter_backends = [FilterSetBackend]
+    filterset_class = WorkloadFilter
 
     def get_queryset(self) -> QuerySet[Any]:
         """Rows of this kind with everything a page shows, in a fixed number of queries."""
@@ -178,14 +179,17 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         """The page built from values() rows: one query walking the list index for the page,
         the count from the filtered rows alone, without the joins that fetch names."""
         shown = self.get_serializer_class()
+        # The FilterSet checks the query string (400 when refused) before anything is read.
+        given = given_filters(
+            validated_filterset(request, self, WorkloadFilter, Workload.objects.none())
+        )
         visible = self.access.visible_ids()
-        given = FieldFilterBackend.given(request, self.filter_fields)
-        values = (*given.values(), *(visible or ()))
-        shape = (type(self), tuple(given), None if visible is None else len(visible))
+        texts = [value for name, value in given.items() if name in WorkloadFilter.TEXT]
+        keyed = tuple((n, v) for n, v in given.items() if n not in WorkloadFilter.TEXT)
+        values = (*texts, *(visible or ()))
+        shape = (type(self), tuple(given), keyed, None if visible is None else len(visible))
         listed = (*shape, tuple(row_keys(shown)))
-        # Counted first: a filter the query refuses answers 400 before the page is checked.
-        if visible == []:  # no workspace in sight: nothing to read, the filters still checked
-            _filtered(shape, *values)
+        if visible == []:  # no workspace in sight: nothing to read
             page = _Page(lambda low, high: [], 0)
         else:
             page = _Page(
@@ -416,6 +420,7 @@ class UsageViewSet(mixins.ListModelMixin, ClusterViewSet):
 
     def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """Apply the quota and time window."""
+        refuse_unknown(self.request, self, list(s.UsageQuerySerializer().fields))
         query = s.UsageQuerySerializer(data=self.request.query_params)
         if not query.is_valid():
             raise exceptions.ValidationError(query.errors)

@@ -164,6 +164,7 @@ class QuotaViewSet(ClusterViewSet):
         "resource_pool": "resource_pool__name",
     }
     read_actions = frozenset({"preview"})
+    list_params = ("view",)  # ?view=tree
 
     def get_queryset(self) -> QuerySet[Any]:
         """Amounts per node pool come with the page."""
