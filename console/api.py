@@ -45,7 +45,7 @@ from rest_framework.viewsets import GenericViewSet
 from console.auth import CompiledTokenAuthentication
 from console.errors import DomainError
 from console.numbers import BIG, INT32, NumberError, parse_number, parse_whole
-from console.units import gpus_to_milli, milli_to_gpus
+from console.units import MAX_GPUS, gpus_to_milli, milli_to_gpus
 from quotas.services.quotas import StaleVersion
 from workspaces.access import Access
 from workspaces.models import Workspace
@@ -135,7 +135,15 @@ def ref(slug_field: str = "name", **kwargs: Any) -> Any:
 # Fields -----------------------------------------------------------------------------------------
 
 
-@extend_schema_field({"type": "number", "example": 48})
+@extend_schema_field(
+    {
+        "type": "number",
+        "minimum": 0,
+        "maximum": MAX_GPUS,
+        "example": 48,
+        "description": "GPUs, in steps of 1/1000 (held as milli-GPUs).",
+    }
+)
 class GPUField(serializers.Field):  # type: ignore[type-arg]
     """GPUs as a decimal number (0.5 is GPU sharing), held internally as milli-GPUs."""
 
@@ -150,6 +158,21 @@ class GPUField(serializers.Field):  # type: ignore[type-arg]
         """48000 → 48, 500 → 0.5."""
         text = milli_to_gpus(int(value))
         return float(text) if "." in text else int(text)
+
+
+@extend_schema_field(
+    {
+        "anyOf": [
+            {"type": "number", "minimum": 0, "maximum": 1},
+            {"type": "integer", "minimum": 0, "maximum": MAX_GPUS},
+        ],
+        "example": 0.5,
+        "description": "GPUs per replica: a fraction of one GPU (GPU sharing, in steps of "
+        "1/1000) or a whole number.",
+    }
+)
+class ReplicaGPUField(GPUField):
+    """GPUs per replica: a fraction up to 1, or whole GPUs (the submit services' rule)."""
 
 
 class FiniteFloatField(serializers.FloatField):
