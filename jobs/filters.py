@@ -15,8 +15,9 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import Case, F, FloatField, Q, QuerySet, Value, When
 from django_filters.fields import ChoiceField
+from rest_framework import serializers
 
-from console.numbers import BIG, is_digits
+from console.numbers import BIG
 from jobs.choices import Kind, Status
 from jobs.models import Workload
 
@@ -234,7 +235,14 @@ class WorkloadFilter(django_filters.FilterSet):  # type: ignore[misc]
         return queryset.filter(training if value else ~training)
 
     def _quota(self, queryset: QuerySet[Workload], name: str, value: str) -> Any:
-        by_id = Q(quota_id=int(value)) if is_digits(value) else Q()
+        by_id = Q()
+        if value.isdigit() and len(value) <= 18:  # an id, in any script's digits (as the ORM)
+            try:
+                by_id = Q(quota_id=int(value))
+            except ValueError:  # a digit int() refuses ("²")
+                raise serializers.ValidationError(
+                    {name: [f"{value!r} is not valid here."]}
+                ) from None
         return queryset.filter(Q(quota__name=value) | by_id)
 
     @classmethod

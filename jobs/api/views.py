@@ -189,7 +189,8 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         values = (*texts, *(visible or ()))
         shape = (type(self), tuple(given), keyed, None if visible is None else len(visible))
         listed = (*shape, tuple(row_keys(shown)))
-        if visible == []:  # no workspace in sight: nothing to read
+        if visible == []:  # no workspace in sight: nothing to read, the filters still built
+            _filtered(shape, *values)  # (one may refuse its value: "²" as a quota id)
             page = _Page(lambda low, high: [], 0)
         else:
             page = _Page(
