@@ -24,6 +24,8 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Model, Q, QuerySet
 from django.http import Http404
+from django_filters import FilterSet
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema_field
 from redis.exceptions import RedisError
@@ -43,7 +45,7 @@ from rest_framework.viewsets import GenericViewSet
 from console.auth import CompiledTokenAuthentication
 from console.errors import DomainError
 from console.numbers import BIG, INT32, NumberError, parse_number, parse_whole
-from console.units import gpus_to_milli, milli_to_gpus
+from console.units import MAX_GPUS, gpus_to_milli, milli_to_gpus
 from quotas.services.quotas import StaleVersion
 from workspaces.access import Access
 from workspaces.models import Workspace
@@ -192,7 +194,15 @@ def ref(slug_field: str = "name", **kwargs: Any) -> Any:
 # Fields -----------------------------------------------------------------------------------------
 
 
-@extend_schema_field({"type": "number", "example": 48})
+@extend_schema_field(
+    {
+        "type": "number",
+        "minimum": 0,
+        "maximum": MAX_GPUS,
+        "example": 48,
+        "description": "GPUs, in steps of 1/1000 (held as milli-GPUs).",
+    }
+)
 class GPUField(serializers.Field):  # type: ignore[type-arg]
     """GPUs as a decimal number (0.5 is GPU sharing), held internally as milli-GPUs."""
 
@@ -207,6 +217,21 @@ class GPUField(serializers.Field):  # type: ignore[type-arg]
         """48000 → 48, 500 → 0.5."""
         text = milli_to_gpus(int(value))
         return float(text) if "." in text else int(text)
+
+
+@extend_schema_field(
+    {
+        "anyOf": [
+            {"type": "number", "minimum": 0, "maximum": 1},
+            {"type": "integer", "minimum": 0, "maximum": MAX_GPUS},
+        ],
+        "example": 0.5,
+        "description": "GPUs per replica: a fraction of one GPU (GPU sharing, in steps of "
+        "1/1000) or a whole number.",
+    }
+)
+class ReplicaGPUField(GPUField):
+    """GPUs per replica: a fraction up to 1, or whole GPUs (the submit services' rule)."""
 
 
 class FiniteFloatField(serializers.FloatField):
@@ -271,6 +296,66 @@ class Pagination(PageNumberPagination):
     max_page_size = 1000
 
 
+# What a list takes besides its filters.
+LIST_PARAMS = frozenset({"page", "page_size", "format", "ordering"})
+
+
+def refuse_unknown(request: Request, view: APIView, known: Sequence[str]) -> None:
+    """400 for a list's query parameter that is neither a filter nor pagination or format.
+
+    A filter that is silently ignored (a misspelt one, one the API does not have) answers
+    the whole list as if it had matched.
+    """
+    if getattr(view, "action", None) != "list":  # get_object filters too; its URL is its own
+        return
+    extra: Sequence[str] = getattr(view, "list_params", ())
+    allowed = [*known, *extra, *sorted(LIST_PARAMS)]
+    unknown = [p for p in request.query_params if p not in allowed]
+    if unknown:
+        message = f"Not a filter of this list; the allowed parameters are {', '.join(allowed)}."
+        raise exceptions.ValidationError({param: [message] for param in unknown})
+
+
+class FilterSetBackend(DjangoFilterBackend):  # type: ignore[misc]
+    """django-filter's backend, strict: an unknown parameter or a value a filter cannot take
+    answers 400 naming the parameter (and its allowed values), never the unfiltered list."""
+
+    def filter_queryset(self, request: Request, queryset: QuerySet[Any], view: APIView) -> Any:
+        """The view's FilterSet over the query string, validated (400 when refused)."""
+        filterset_class = self.get_filterset_class(view, queryset)
+        if filterset_class is None:
+            return queryset
+        return validated_filterset(request, view, filterset_class, queryset).qs
+
+
+def validated_filterset(
+    request: Request, view: APIView, filterset_class: type[FilterSet], queryset: QuerySet[Any]
+) -> FilterSet:
+    """`filterset_class` bound to the query string over `queryset`, its form valid.
+
+    400 for an unknown parameter (``refuse_unknown``) or a value a filter refuses, each
+    message on its parameter.
+    """
+    refuse_unknown(request, view, list(filterset_class.base_filters))
+    filterset = filterset_class(request.query_params, queryset=queryset)
+    form = filterset.form
+    if not form.is_valid():
+        raise exceptions.ValidationError(
+            {param: [str(m) for m in messages] for param, messages in form.errors.items()}
+        )
+    return filterset
+
+
+def given_filters(filterset: FilterSet) -> dict[str, Any]:
+    """A valid filterset's cleaned values that filter something, in declared order."""
+    cleaned = filterset.form.cleaned_data
+    return {
+        name: value
+        for name in filterset.filters
+        if (value := cleaned.get(name)) not in (None, "", [], ())
+    }
+
+
 class FieldFilterBackend(BaseFilterBackend):
     """Filter lists by the query parameters a viewset declares in ``filter_fields``.
 
@@ -281,6 +366,7 @@ class FieldFilterBackend(BaseFilterBackend):
     def filter_queryset(self, request: Request, queryset: QuerySet[Any], view: APIView) -> Any:
         """Apply every declared parameter present in the query string."""
         fields: Mapping[str, str | tuple[str, ...]] = getattr(view, "filter_fields", {})
+        refuse_unknown(request, view, list(fields))
         return self.apply(queryset, fields, self.given(request, fields))
 
     @staticmethod

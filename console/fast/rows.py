@@ -60,7 +60,7 @@ def _datetime_marker(value: Any) -> Any:  # pragma: no cover - replaced by _Date
 def _converter(field: f.Field) -> Convert | None:  # type: ignore[type-arg]
     """The function that shows one stored value as `field` does; None: as stored."""
     kind = type(field)
-    if kind is GPUField:
+    if issubclass(kind, GPUField):
         return _gpu
     if (
         kind is f.DateTimeField

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -10,8 +10,9 @@ from rest_framework import serializers
 
 from cluster.models import NodePool
 from console import names
-from console.api import FiniteFloatField, GPUField, missing_named, ref, whole
+from console.api import FiniteFloatField, GPUField, ReplicaGPUField, missing_named, ref, whole
 from console.fast.statements import Statement, columns, loaded
+from console.numbers import INT32
 from jobs.choices import EventKind, IdlePolicy, PodStatus, RestartMode
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.services.workloads import Shape
@@ -102,11 +103,17 @@ COMMON = [
 class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     """What every workload shows; ``gpu`` is GPUs per replica."""
 
+    # The submit services' limits (jobs.services.workloads), for the OpenAPI document.
+    schema_ranges: ClassVar[dict[str, tuple[int, int]]] = {
+        "priority": (1, 9),
+        "replicas": (1, INT32),
+    }
+
     workspace = ref(read_only=True)
     quota = ref(read_only=True)
     owner = ref("username", read_only=True)
     node_pools = ref(many=True, read_only=True)
-    gpu = GPUField(read_only=True)
+    gpu = ReplicaGPUField(read_only=True)
     pods = PodSerializer(many=True, read_only=True)
 
     class Meta:
@@ -135,6 +142,8 @@ class JobSerializer(WorkloadSerializer):
 
 class ServiceSerializer(WorkloadSerializer):
     """An inference service; ``replicas`` is its target."""
+
+    schema_ranges = {**WorkloadSerializer.schema_ranges, "replicas": (0, INT32)}
 
     class Meta(WorkloadSerializer.Meta):
         fields = [*COMMON, "min_replicas", "max_replicas"]
@@ -221,6 +230,11 @@ class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
     submit, and use the quota, is the service's to decide.
     """
 
+    schema_ranges: ClassVar[dict[str, tuple[int, int]]] = {
+        "priority": (1, 9),
+        "replicas": (1, INT32),
+    }
+
     workspace = _VisibleWorkspaceField(slug_field="name")
     quota = serializers.CharField(
         required=False, help_text="Defaults to the only quota your role may use here."
@@ -229,10 +243,10 @@ class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
         max_length=63, trim_whitespace=False, validators=[names.workload_name]
     )
     replicas = whole(default=1)
-    gpu = GPUField(help_text="GPUs per replica (below 1 shares a GPU).")
+    gpu = ReplicaGPUField(help_text="GPUs per replica (below 1 shares a GPU).")
     cpu = whole(default=0, help_text="millicores per replica")
     memory = whole(default=0, help_text="MiB per replica")
-    priority = whole(default=5, help_text="1-9")
+    priority = whole(default=5, help_text="1 (lowest) to 9 (highest)")
     node_pools = serializers.ListField(
         child=serializers.CharField(),
         required=False,
@@ -307,6 +321,8 @@ class JobSubmitSerializer(SubmitSerializer):
 
 class ServiceCreateSerializer(SubmitSerializer):
     """An inference service: ``replicas`` is the first target within min..max."""
+
+    schema_ranges = {**SubmitSerializer.schema_ranges, "replicas": (0, INT32)}
 
     min_replicas = whole(default=1)
     max_replicas = whole(required=False, help_text="Defaults to replicas.")

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, cast
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions, mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -26,12 +26,21 @@ from rest_framework.response import Response
 
 from cluster.models import NodePool
 from console import clock, fast
-from console.api import NON_FIELD, ClusterViewSet, FieldFilterBackend, WorkspaceScopedViewSet
+from console.api import (
+    NON_FIELD,
+    ClusterViewSet,
+    FilterSetBackend,
+    WorkspaceScopedViewSet,
+    given_filters,
+    refuse_unknown,
+    validated_filterset,
+)
 from console.fast.rows import build_workloads, row_keys, workload_rows
 from console.fast.statements import ROWS, Statement
 from console.numbers import is_digits
 from jobs.api import serializers as s
 from jobs.choices import LIVE_POD_STATUSES, Kind
+from jobs.filters import WorkloadFilter
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.services.scaling import (
     scaling_rule_create,
@@ -67,23 +76,28 @@ class _Page:
 
 
 def _filtered(shape: tuple[Any, ...], *values: Any) -> QuerySet[Any]:
-    """Rows of the viewset's kind matching its filters, in the workspaces given by id.
+    """Rows of the viewset's kind through its FilterSet's filters, in the workspaces given.
 
-    ``shape``: the viewset, the filter parameters given (their values first), and how many
-    workspace ids follow them (None: every workspace).
+    ``shape``: the viewset, the filters given (names in declared order), the cleaned values
+    of those that are not free text, and how many workspace ids follow the text values in
+    ``values`` (None: every workspace). Text values are the statement's values, so one
+    compiled SQL serves every name searched for.
     """
-    viewset, params, workspaces = shape[:3]
+    viewset, names, keyed, workspaces = shape[:4]
     queryset = viewset.queryset.filter(kind=viewset.kind)
+    keyed_values = dict(keyed)
+    texts = [name for name in names if name not in keyed_values]
     if workspaces is not None:
-        ids = values[len(params) :]
+        ids = values[len(texts) :]
         queryset = queryset.filter(**{f"{viewset.workspace_path}__in": ids})
-    given = dict(zip(params, values[: len(params)], strict=True))
-    return FieldFilterBackend.apply(queryset, viewset.filter_fields, given)
+    given = {**keyed_values, **dict(zip(texts, values[: len(texts)], strict=True))}
+    cleaned = {name: given[name] for name in names}
+    return cast(type[WorkloadFilter], viewset.filterset_class).apply(queryset, cleaned)
 
 
 def _listed(shape: tuple[Any, ...], *values: Any) -> QuerySet[Any]:
     """The filtered rows' values (``shape``: as _filtered's, then the keys shown)."""
-    return _filtered(shape, *values).values(*shape[3])
+    return _filtered(shape, *values).values(*shape[4])
 
 
 def _counted(shape: tuple[Any, ...], *values: Any) -> QuerySet[Any]:
@@ -140,20 +154,8 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         "stop": {"status": NON_FIELD},
         "scale": {"service": NON_FIELD},
     }
-    filter_fields = {
-        "workspace": "workspace__name",
-        "status": "status",
-        "quota": ("quota__name", "quota_id"),
-        "owner": "owner__username",
-        "name": "name",
-    }
-    filter_help = {
-        "workspace": "Workspace name.",
-        "status": "Queued, Running, Requeued, Succeeded, Failed, Stopped or Cancelled.",
-        "quota": "Quota name or id.",
-        "owner": "Username of the submitter.",
-        "name": "Workload name.",
-    }
+    filter_backends = [FilterSetBackend]
+    filterset_class = WorkloadFilter
 
     # A service's ``pods`` are its current replicas (live pods); ``?history=1`` adds the
     # ended ones (past attempts, scaled-down replicas). Other kinds show every attempt.
@@ -199,14 +201,18 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         """The page built from values() rows: one query walking the list index for the page,
         the count from the filtered rows alone, without the joins that fetch names."""
         shown = self.get_serializer_class()
+        # The FilterSet checks the query string (400 when refused) before anything is read.
+        given = given_filters(
+            validated_filterset(request, self, WorkloadFilter, Workload.objects.none())
+        )
         visible = self.access.visible_ids()
-        given = FieldFilterBackend.given(request, self.filter_fields)
-        values = (*given.values(), *(visible or ()))
-        shape = (type(self), tuple(given), None if visible is None else len(visible))
+        texts = [value for name, value in given.items() if name in WorkloadFilter.TEXT]
+        keyed = tuple((n, v) for n, v in given.items() if n not in WorkloadFilter.TEXT)
+        values = (*texts, *(visible or ()))
+        shape = (type(self), tuple(given), keyed, None if visible is None else len(visible))
         listed = (*shape, tuple(row_keys(shown)))
-        # Counted first: a filter the query refuses answers 400 before the page is checked.
-        if visible == []:  # no workspace in sight: nothing to read, the filters still checked
-            _filtered(shape, *values)
+        if visible == []:  # no workspace in sight: nothing to read, the filters still built
+            _filtered(shape, *values)  # (one may refuse its value: "²" as a quota id)
             page = _Page(lambda low, high: [], 0)
         else:
             page = _Page(
@@ -323,12 +329,24 @@ class JobViewSet(_WorkloadViewSet):
         return self._cancel(request)
 
 
+HISTORY = OpenApiParameter(
+    "history",
+    bool,
+    description="true: pods lists every attempt and scaled-down replica, not only the "
+    "current replicas.",
+)
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[HISTORY]), retrieve=extend_schema(parameters=[HISTORY])
+)
 class ServiceViewSet(_WorkloadViewSet):
     """Inference services; scale them by hand or with scheduled rules."""
 
     kind = Kind.INFERENCE
     noun = "service"
     current_pods = True
+    list_params = ("history",)
     queryset = Workload.objects.all()
     serializer_class = s.ServiceSerializer
     detail_serializer_class = s.ServiceDetailSerializer
@@ -448,6 +466,7 @@ class UsageViewSet(mixins.ListModelMixin, ClusterViewSet):
 
     def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """Apply the quota and time window."""
+        refuse_unknown(self.request, self, list(s.UsageQuerySerializer().fields))
         query = s.UsageQuerySerializer(data=self.request.query_params)
         if not query.is_valid():
             raise exceptions.ValidationError(query.errors)

@@ -98,7 +98,10 @@ class QuotaSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 class QuotaTreeSerializer(QuotaSerializer):
     """A quota with its children nested (``?view=tree``)."""
 
-    children = serializers.SerializerMethodField()
+    # The list answers plain quotas unless ?view=tree (the schema's one shape for both).
+    schema_optional = ("children",)
+
+    children = serializers.SerializerMethodField(help_text="Only with ?view=tree.")
 
     class Meta(QuotaSerializer.Meta):
         fields = [*QuotaSerializer.Meta.fields, "children"]

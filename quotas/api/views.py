@@ -94,6 +94,7 @@ class QuotaViewSet(ClusterViewSet):
     }
     read_actions = frozenset({"preview"})
     noun = "quota"
+    list_params = ("view",)  # ?view=tree
     error_paths = {
         "create": RESOURCE_PATHS,
         "scale": RESOURCE_PATHS,

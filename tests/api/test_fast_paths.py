@@ -8,6 +8,7 @@ back after each, so both ways start from the same rows.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -35,6 +36,8 @@ def varied(demo: Any, bob: Any, clock: Any) -> None:
         WorkloadEvent(workload=w, at=clock.now(), kind="admitted", message="m ✓", data={"a": 1})
         for w in Workload.objects.all()
     )
+    for i, pk in enumerate(Workload.objects.order_by("id").values_list("pk", flat=True)):
+        Workload.objects.filter(pk=pk).update(submitted_at=clock.now() - timedelta(hours=i))
 
 
 def _both_ways(settings: Any, request: Callable[[], Any], *, write: bool = False) -> bytes:
@@ -58,6 +61,9 @@ def test_lists_and_details_answer_the_same_bytes_both_ways(
 ) -> None:
     client: APIClient = api(request.getfixturevalue(user))
     quota = Quota.objects.get(name="Quota 1.1")
+    now = request.getfixturevalue("clock").now()
+    after = (now - timedelta(hours=20)).isoformat().replace("+00:00", "Z")
+    before = (now - timedelta(hours=5)).isoformat().replace("+00:00", "Z")
     lists = [
         "?page_size=1000",
         "?page_size=4&page=2",
@@ -67,6 +73,22 @@ def test_lists_and_details_answer_the_same_bytes_both_ways(
         "?name=w3",
         "?workspace=nowhere",
         "?page=99",  # 404 in both
+        # The FilterSet's filters (jobs.filters.WorkloadFilter), and its refusals.
+        "?status=running",
+        "?status=RUNNING&quota=Quota 1.1&search=W1",
+        "?in_quota=false",
+        "?in_quota=true&preemptible=true",
+        "?preemptible=false&page_size=5",
+        "?node_pool=a-first",
+        "?node_pool=a-first&in_quota=False&owner=bob",
+        "?search=w2&page_size=3&page=2",
+        "?submitted_after=2000-01-01T00:00:00Z",
+        f"?submitted_after={after}&submitted_before={before}",
+        "?name=",  # empty: no filter
+        "?status=Bogus",  # 400 in both, naming the allowed values
+        "?in_quota=maybe",
+        "?submitted_before=yesterday",
+        "?bogus=1&status=Running",  # 400: not a filter of this list
     ]
     for query in lists:
         _both_ways(settings, lambda q=query: client.get(f"/api/v1/{path}/{q}"))

@@ -50,6 +50,8 @@ class _BoundQuotaField(serializers.SlugRelatedField):  # type: ignore[type-arg]
 class UsageRuleSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     """Which role may use a bound quota, with optional caps (the strictest wins)."""
 
+    schema_ranges = {"max_priority": (1, 9)}  # workspaces.services checks it
+
     quota = _BoundQuotaField(slug_field="name")
     role = serializers.ChoiceField(choices=Role.choices)
     max_gpus = GPUField(required=False, allow_null=True, help_text="GPUs; null is no cap.")
@@ -62,6 +64,8 @@ class UsageRuleSerializer(serializers.ModelSerializer):  # type: ignore[type-arg
 
 class UsageRuleCapsSerializer(serializers.Serializer):  # type: ignore[type-arg]
     """New caps of a rule."""
+
+    schema_ranges = {"max_priority": (1, 9)}  # workspaces.services checks it
 
     max_gpus = GPUField(required=False, allow_null=True, help_text="GPUs; null is no cap.")
     max_priority = whole(required=False, allow_null=True)
