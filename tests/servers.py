@@ -37,6 +37,7 @@ __all__ = [
     "postgres",
     "postgres_available",
     "postgres_restart",
+    "postgres_stopped",
     "postgres_server",
     "redis",
     "redis_available",
@@ -66,6 +67,22 @@ def postgres_restart(data: Path) -> None:
         check=True,
         capture_output=True,
     )
+
+
+@contextmanager
+def postgres_stopped(data: Path) -> Iterator[None]:
+    """The server stopped (fast mode) for the block, then started again with the options it
+    ran with (pg_ctl keeps them in postmaster.opts)."""
+    import shlex
+
+    opts = shlex.split((data / "postmaster.opts").read_text())[1:]  # without the binary
+    ctl = [str(PG_BIN / "pg_ctl"), "-D", str(data), "-w"]
+    subprocess.run(as_postgres([*ctl, "-m", "fast", "stop"]), check=True, capture_output=True)
+    try:
+        yield
+    finally:
+        started = [*ctl, "-l", str(data.parent / "log"), "-o", shlex.join(opts), "start"]
+        subprocess.run(as_postgres(started), check=True, capture_output=True)
 
 
 @contextmanager

@@ -78,6 +78,8 @@ def test_without_the_pool_connections_last_as_long_as_the_environment_says(
     monkeypatch.setenv("DATABASE_CONN_MAX_AGE", "5")
     config = database("postgres://tp@127.0.0.1/tidepool?pool=off")
     assert (config["OPTIONS"], config["CONN_MAX_AGE"]) == ({}, 5)
+    monkeypatch.setenv("DATABASE_POOL", "0")
+    assert database("postgres://tp@127.0.0.1/tidepool")["OPTIONS"] == {}
 
 
 def test_without_a_url_sqlite_keeps_its_embedded_defaults(

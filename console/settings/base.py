@@ -114,8 +114,8 @@ def database(url: str) -> dict[str, Any]:
     psycopg. PostgreSQL connections come from psycopg's pool, one per process: Django's ASGI
     handler runs each request on a thread of its own, so a connection kept by its thread
     (CONN_MAX_AGE) would never be reused, while the pool takes it back at the request's end
-    and checks it before lending it again. `?pool=false` keeps a connection per thread for
-    DATABASE_CONN_MAX_AGE seconds instead.
+    and checks it before lending it again. `?pool=false` in the URL (or DATABASE_POOL=0) keeps
+    a connection per thread for DATABASE_CONN_MAX_AGE seconds instead.
     """
     if not url:
         return sqlite(env("SQLITE_PATH", str(BASE_DIR / "tidepool.sqlite3")))
@@ -129,7 +129,7 @@ def database(url: str) -> dict[str, Any]:
     if config["ENGINE"] == "django.db.backends.sqlite3":
         return sqlite(config["NAME"])
     options = config.setdefault("OPTIONS", {})
-    if str(options.pop("pool", "true")).lower() in {"1", "true", "yes", "on"}:
+    if str(options.pop("pool", env("DATABASE_POOL", "true"))).lower() in {"1", "true", "yes", "on"}:
         options["pool"] = {
             "min_size": int(env("DATABASE_POOL_MIN", "2")),
             "max_size": int(env("DATABASE_POOL_MAX", "10")),

@@ -31,7 +31,7 @@ from jobs.choices import LIVE_POD_STATUSES, EventKind, PodStatus, Status
 from jobs.models import ControlState, Pod, Workload, WorkloadEvent
 from jobs.services.scaling import scaling_rule_create
 from jobs.services.workloads import Shape, job_submit, service_create
-from tests.servers import postgres_restart
+from tests.servers import postgres_restart, postgres_stopped
 
 from . import audit
 from .conftest import WORKER_APP, CeleryProcesses, cycle_lock_holders
@@ -217,6 +217,24 @@ def test_postgresql_restarted_during_submits_keeps_each_answer_true(
     ids = list(Workload.objects.filter(name__in=stored).values_list("pk", flat=True))
     eventually(lambda: _placed(ids), timeout=90, what="the control loop to place every job")
     _assert_invariants()
+
+
+def test_while_postgresql_is_down_the_api_answers_503_json_with_retry_after(demo: Demo) -> None:
+    client = APIClient(raise_request_exception=False)
+    client.force_authenticate(get_user_model().objects.get(username="bob"))
+    with postgres_stopped(Path(os.environ["TIDEPOOL_PGDATA"])):
+        connection.close()  # this thread's session was cut
+        answer = client.get("/api/v1/jobs/")
+        submitted = client.post(
+            "/api/v1/jobs/", {"workspace": "workspace_b", "name": "in-outage", "gpu": 1}
+        )
+    connection.close()
+    for response in (answer, submitted):
+        assert response.status_code == 503
+        assert response["Content-Type"] == "application/json"
+        assert int(response["Retry-After"]) > 0
+        assert "database" in response.json()["detail"]
+    assert client.get("/api/v1/jobs/").status_code == 200  # back once PostgreSQL is
 
 
 # Beat restarted around a scaling rule's minute -----------------------------------------------
