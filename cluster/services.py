@@ -11,7 +11,7 @@ from cluster import node_import
 from cluster.choices import IdleScope
 from cluster.locking import write_lock
 from cluster.models import Node, NodePool, ResourcePool
-from console.errors import DomainError
+from console.errors import DomainError, NameTaken
 
 # Keep each `name IN (...)` under SQLite's older 999-parameter limit.
 _CHUNK = 500
@@ -31,7 +31,7 @@ def resource_pool_create(
             field="idle_scope",
         )
     if ResourcePool.objects.filter(name=name).exists():
-        raise DomainError(f"A resource pool named {name} already exists.", field="name")
+        raise NameTaken(f"A resource pool named {name} already exists.", field="name")
     return ResourcePool.objects.create(name=name, idle_scope=idle_scope, description=description)
 
 
@@ -48,7 +48,7 @@ def node_pool_create(
     if not name:
         raise DomainError("A node pool needs a name.", field="name")
     if NodePool.objects.filter(name=name).exists():
-        raise DomainError(f"A node pool named {name} already exists.", field="name")
+        raise NameTaken(f"A node pool named {name} already exists.", field="name")
     return NodePool.objects.create(
         resource_pool=resource_pool,
         name=name,
@@ -71,7 +71,7 @@ def node_create(
     """Add one node to a node pool."""
     write_lock()
     if Node.objects.filter(name=name).exists():
-        raise DomainError(f"A node named {name} already exists.", field="name")
+        raise NameTaken(f"A node named {name} already exists.", field="name")
     for field, value in (("gpus", gpus), ("cpu", cpu), ("memory", memory)):
         if value < 0:
             raise DomainError(f"{field} must be 0 or more, not {value}.", field=field)

@@ -43,7 +43,7 @@ from rest_framework.views import APIView, exception_handler
 from rest_framework.viewsets import GenericViewSet
 
 from console.auth import CompiledTokenAuthentication
-from console.errors import DomainError
+from console.errors import DomainError, NameTaken
 from console.numbers import BIG, INT32, NumberError, parse_number, parse_whole
 from console.units import MAX_GPUS, gpus_to_milli, milli_to_gpus
 from quotas.services.quotas import StaleVersion
@@ -112,7 +112,8 @@ def not_found(message: str) -> Response:
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's handler, plus: a DomainError answers 400 at the request path of its field; a
+    """DRF's handler, plus: a DomainError answers 400 at the request path of its field (409
+    for a name already taken); a
     stale version 412 under If-Match (or ``version``) with the current ETag; a missing object
     404 in the one vocabulary ("No job with id 4.")."""
     view = context.get("view")
@@ -120,7 +121,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return stale_version_response(exc, context["request"])
     if isinstance(exc, DomainError):
         path = view.error_path(exc) if isinstance(view, APIMixin) else None
-        return Response(domain_error_data(exc, path), status=status.HTTP_400_BAD_REQUEST)
+        code = (
+            status.HTTP_409_CONFLICT if isinstance(exc, NameTaken) else status.HTTP_400_BAD_REQUEST
+        )
+        return Response(domain_error_data(exc, path), status=code)
     if isinstance(exc, Http404 | exceptions.NotFound) and isinstance(view, APIMixin):
         return not_found(view.missing(exc))
     return exception_handler(exc, context)

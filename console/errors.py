@@ -13,3 +13,7 @@ class DomainError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+class NameTaken(DomainError):
+    """A name already in use where it must be unique: the API answers 409 Conflict."""

@@ -15,7 +15,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 
 from cluster.locking import write_lock
 from console import clock
-from console.errors import DomainError
+from console.errors import DomainError, NameTaken
 from console.names import check_slug_name
 from console.numbers import INT32
 from console.units import duration_text
@@ -42,7 +42,7 @@ def workspace_create(*, name: str, description: str = "") -> Workspace:
     if name in RESERVED_NAMES:
         raise DomainError(f"{name!r} is reserved; choose another name.", field="name")
     if Workspace.objects.filter(name=name).exists():
-        raise DomainError(f"A workspace named {name} already exists.", field="name")
+        raise NameTaken(f"A workspace named {name} already exists.", field="name")
     return Workspace.objects.create(name=name, description=description)
 
 

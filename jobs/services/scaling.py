@@ -17,7 +17,7 @@ from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from cluster.locking import write_lock
 from console import clock
-from console.errors import DomainError
+from console.errors import DomainError, NameTaken
 from console.names import check_dns_name
 from jobs.choices import ENDED_STATUSES, EventKind, Kind
 from jobs.cron import CronExpr, parse, zone
@@ -111,7 +111,7 @@ def _validated(service: Workload, values: dict[str, Any], rule: ScalingRule | No
     if rule is not None:
         clash = clash.exclude(pk=rule.pk)
     if clash.exists():
-        raise DomainError(f"{service.name} already has a rule named {name!r}.", field="name")
+        raise NameTaken(f"{service.name} already has a rule named {name!r}.", field="name")
     values["name"] = name
     values["cron"] = " ".join(str(values["cron"]).split())
     cron = parse(values["cron"], field="cron")

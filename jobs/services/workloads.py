@@ -12,7 +12,7 @@ from django.db import transaction
 from cluster.locking import write_lock
 from cluster.models import NodePool
 from console import clock
-from console.errors import DomainError
+from console.errors import DomainError, NameTaken
 from console.fast.statements import Statement
 from console.names import check_dns_name
 from console.numbers import INT32
@@ -219,7 +219,7 @@ def _check_name(workspace: Workspace, name: str) -> str:
         raise DomainError("A workload needs a name.", field="name")
     check_dns_name(name, what="workload name")
     if _NAMED.rows(workspace.pk, name, high=1):
-        raise DomainError(f"{workspace.name} already has a workload named {name}.", field="name")
+        raise NameTaken(f"{workspace.name} already has a workload named {name}.", field="name")
     return name
 
 

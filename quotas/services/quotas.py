@@ -16,7 +16,7 @@ from django.db.models import Sum
 
 from cluster.locking import write_lock
 from cluster.models import Node, NodePool, ResourcePool
-from console.errors import DomainError
+from console.errors import DomainError, NameTaken
 from console.names import check_display_name
 from console.units import called
 from quotas.amounts import RESOURCES, Amounts, show
@@ -348,7 +348,7 @@ def _check_name(name: str, exclude: Quota | None = None) -> str:
     if exclude is not None:
         others = others.exclude(pk=exclude.pk)
     if others.exists():
-        raise DomainError(f"A quota named {name} already exists.", field="name")
+        raise NameTaken(f"A quota named {name} already exists.", field="name")
     return name
 
 

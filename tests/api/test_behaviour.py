@@ -163,7 +163,7 @@ def test_submit_resolves_workspace_node_pools_and_name_or_names_the_field(
     assert response.status_code == 201, response.json()
     assert response.json()["node_pools"] == [NP]
     again = client.post("/api/v1/jobs/", base, format="json")
-    assert again.status_code == 400
+    assert again.status_code == 409  # Conflict: the name is taken
     assert again.json() == {"name": ["workspace_b already has a workload named resolve."]}
 
 

@@ -110,7 +110,7 @@ def cases(ids: dict[str, int]) -> list[Case]:
         Case("create-unknown-parent", "post", "/api/v1/quotas/",
              {"name": "Quota 9", "parent": "nope"}, ("parent",), "No quota named 'nope'."),
         Case("patch-duplicate-name", "patch", f"/api/v1/quotas/{q11}/", {"name": "Quota 1.2"},
-             ("name",), "already exists"),
+             ("name",), "already exists", status=409),
         Case("patch-weight", "patch", f"/api/v1/quotas/{q11}/", {"over_quota_weight": 0},
              ("over_quota_weight",), "above 0"),
         # Rebalance: its quotas are from and to, its amounts gpu, cpu and memory.
@@ -180,7 +180,7 @@ def cases(ids: dict[str, int]) -> list[Case]:
              {"name": "n-1", "node_pool": NP, "gpus": -1, "cpu": 0, "memory": 0}, ("gpus",),
              "greater than or equal to 0"),
         Case("resource-pool-duplicate", "post", "/api/v1/resource-pools/", {"name": "general"},
-             ("name",), "already exists"),
+             ("name",), "already exists", status=409),
     ]  # fmt: skip
 
 
