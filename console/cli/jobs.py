@@ -80,9 +80,18 @@ def job_submit(
 @click.option("--quota", help="Only this quota's (name or id).")
 @click.option("--owner", help="Only this user's.")
 @click.option("--name", help="Only jobs with this name.")
+@click.option("--search", help="Only jobs whose name holds this text (any case).")
+@click.option(
+    "--in-quota/--not-in-quota", "in_quota", default=None, help="Only In Quota (or borrowed) jobs."
+)
+@click.option("--node-pool", "node_pool", help="Only jobs that may run in this node pool.")
+@click.option("--submitted-after", "submitted_after", help="ISO time: submitted at or after it.")
+@click.option("--submitted-before", "submitted_before", help="ISO time: submitted before it.")
 @output_options
-def job_ls(**filters: str | None) -> None:
-    """The training jobs you may see."""
+def job_ls(in_quota: bool | None, **filters: str | None) -> None:
+    """The training jobs you may see, filtered as the API filters them."""
+    if in_quota is not None:
+        filters["in_quota"] = "true" if in_quota else "false"
     jobs = Client.from_config().all("jobs/", **filters)
     emit(jobs, [workload_row(j) for j in jobs], WORKLOAD_HEADER)
 

@@ -26,6 +26,13 @@ def test_job_submit_ls_filters_show_cancel(cli: Any) -> None:
     assert len(queued) == 2
     assert len(as_json(cli, "job", "ls", "--quota", "Quota 1.1")) == 2
     assert as_yaml(cli, "job", "ls", "--name", "a")[0]["id"] == first["id"]
+    assert {j["name"] for j in as_json(cli, "job", "ls", "--search", "A")} == {"a"}
+    assert as_json(cli, "job", "ls", "--in-quota") == []  # nothing runs yet
+    assert len(as_json(cli, "job", "ls", "--not-in-quota")) == 0
+    assert len(as_json(cli, "job", "ls", "--node-pool", "A100-80G")) == 2
+    assert len(as_json(cli, "job", "ls", "--submitted-after", "2000-01-01T00:00:00Z")) == 2
+    assert as_json(cli, "job", "ls", "--submitted-before", "2000-01-01T00:00:00Z") == []
+    fails(cli, "job", "ls", "--submitted-after", "soon")
 
     shown = as_json(cli, "job", "show", "a")
     assert shown["id"] == first["id"] and shown["events"][0]["kind"] == "submitted"
