@@ -80,7 +80,7 @@ def test_a_submit_answers_201_when_the_broker_is_down(
     assert response.status_code == 201
     assert Workload.objects.filter(name="committed", status=Status.QUEUED).exists()
     # A retry by the client is told the truth: the job exists.
-    assert client.post("/api/v1/jobs/", body, format="json").status_code == 400
+    assert client.post("/api/v1/jobs/", body, format="json").status_code == 409
 
 
 def test_a_cycle_that_places_pods_asks_for_one_sync_when_the_first_is_due(
