@@ -19,9 +19,14 @@ def env(name: str, default: str) -> str:
     return os.environ.get(name, default)
 
 
+def truthy(text: str) -> bool:
+    """Whether a setting's text says yes ("1", "true", "yes", "on", in any case)."""
+    return text.lower() in {"1", "true", "yes", "on"}
+
+
 def env_bool(name: str, default: bool) -> bool:
-    """Read a boolean setting ("1", "true", "yes" are true)."""
-    return env(name, "1" if default else "0").lower() in {"1", "true", "yes", "on"}
+    """Read a boolean setting from the environment."""
+    return truthy(env(name, "1" if default else "0"))
 
 
 SECRET_KEY = env("SECRET_KEY", "")
@@ -129,7 +134,7 @@ def database(url: str) -> dict[str, Any]:
     if config["ENGINE"] == "django.db.backends.sqlite3":
         return sqlite(config["NAME"])
     options = config.setdefault("OPTIONS", {})
-    if str(options.pop("pool", env("DATABASE_POOL", "true"))).lower() in {"1", "true", "yes", "on"}:
+    if truthy(str(options.pop("pool", env("DATABASE_POOL", "true")))):
         options["pool"] = {
             "min_size": int(env("DATABASE_POOL_MIN", "2")),
             "max_size": int(env("DATABASE_POOL_MAX", "10")),
