@@ -10,6 +10,7 @@ from cluster import urls as cluster_urls
 from console import views
 from dashboard import urls as dashboard_urls
 from quotas import urls as quotas_urls
+from workspaces import urls as workspaces_urls
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -24,7 +25,10 @@ urlpatterns = [
         "nodes/",
         include((cluster_urls.urlpatterns + dashboard_urls.node_urlpatterns, "nodes")),
     ),
-    path("workspaces/", include("workspaces.urls")),
+    path(
+        "workspaces/",
+        include((workspaces_urls.urlpatterns + dashboard_urls.workspace_urlpatterns, "workspaces")),
+    ),
     path("workspaces/<slug:workspace>/", include("jobs.urls")),
     path("dashboard/", include("dashboard.urls")),
     path("api/v1/", include("console.api_urls")),
