@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, F, Min, Sum
+from django.db.models import Case, Count, F, Min, OuterRef, Q, Subquery, Sum, Value, When
 
 from cluster.models import NodePool
 from jobs.choices import LIVE_POD_STATUSES, WAITING_STATUSES, EventKind, Kind
@@ -103,49 +103,73 @@ class QuotaUsage:
         return self.pending_any + sum(p.pending for p in self.pools.values())
 
 
-def usage_by_quota(
-    *, workspace_id: int | None = None, quota_ids: Collection[int] | None = None
-) -> dict[int, QuotaUsage]:
+def usage_by_quota(*, quota_ids: Collection[int] | None = None) -> dict[int, QuotaUsage]:
     """Every quota's subtree usage per node pool, in 3 queries whatever the number of jobs.
 
-    `workspace_id` counts only that workspace's workloads; `quota_ids` only the workloads of
-    those quotas (a subtree, when only its top is read). A waiting workload that accepts
-    exactly one node pool is pending on it; one that accepts several (or any) is `pending_any`.
+    `quota_ids` counts only the workloads of those quotas (a subtree, when only its top is
+    read). A waiting workload that accepts exactly one node pool is pending on it; one that
+    accepts several (or any) is `pending_any`.
     """
+    return usage_split(quota_ids=quota_ids)[0]
+
+
+def usage_split(
+    *, quota_ids: Collection[int] | None = None, workspace_id: int | None = None
+) -> tuple[dict[int, QuotaUsage], dict[int, QuotaUsage]]:
+    """usage_by_quota, and the same counting only `workspace_id`'s workloads (empty without
+    one), from the same 3 queries."""
     parent: dict[int, int | None] = dict(Quota.objects.values_list("pk", "parent_id"))
     own: dict[int, QuotaUsage] = {pk: QuotaUsage() for pk in parent}
+    ours: dict[int, QuotaUsage] = {pk: QuotaUsage() for pk in parent}
     pods = Pod.objects.filter(status__in=LIVE_POD_STATUSES)
     waiting = Workload.objects.filter(status__in=WAITING_STATUSES)
-    if workspace_id is not None:
-        pods = pods.filter(workload__workspace_id=workspace_id)
-        waiting = waiting.filter(workspace_id=workspace_id)
     if quota_ids is not None:
         pods = pods.filter(workload__quota_id__in=quota_ids)
         waiting = waiting.filter(quota_id__in=quota_ids)
     live: Any = (
-        pods.values_list("workload__quota_id", "node__node_pool__name", "borrowed")
+        pods.values_list(
+            "workload__quota_id", "node__node_pool__name", "borrowed", "workload__workspace_id"
+        )
         .annotate(gpu=Sum("workload__gpu"))
         .order_by()
     )
-    for quota_id, pool_name, borrowed, gpu in live:
-        line = own[quota_id].line(pool_name or NO_NODE)
-        if borrowed:
-            line.borrowed += gpu or 0
-        else:
-            line.in_quota += gpu or 0
-    # One row per waiting workload with how many pools it accepts; most name one or none.
+    for quota_id, pool_name, borrowed, workspace, gpu in live:
+        for usage in (own, ours) if workspace == workspace_id else (own,):
+            line = usage[quota_id].line(pool_name or NO_NODE)
+            if borrowed:
+                line.borrowed += gpu or 0
+            else:
+                line.in_quota += gpu or 0
+    # The node pool a waiting workload waits for, if it accepts exactly one; summed in SQL so
+    # thousands of waiting jobs come back as a row per quota and pool.
+    through = Workload.node_pools.through.objects.filter(workload_id=OuterRef("pk")).order_by()
+    per_workload = through.values("workload_id")
+    accepts = Subquery(per_workload.annotate(n=Count("pk")).values("n")[:1])  # type: ignore[misc]
+    first = Subquery(
+        per_workload.annotate(first=Min("nodepool__name")).values("first")[:1]  # type: ignore[misc]
+    )
     rows: Any = (
-        waiting.annotate(accepts=Count("node_pools"), pool=Min("node_pools__name"))
-        .values_list("quota_id", "accepts", "pool", "gpu", "replicas")
+        waiting.annotate(accepts=accepts, first=first)
+        .annotate(one_pool=Case(When(Q(accepts=1), then=F("first")), default=Value(None)))
+        .values_list("quota_id", "one_pool", "workspace_id")
+        .annotate(gpu=Sum(F("gpu") * F("replicas")), jobs=Count("pk"))
         .order_by()
     )
-    for quota_id, accepts, pool_name, gpu, replicas in rows:
-        usage = own[quota_id]
-        usage.pending_jobs += 1
-        if accepts == 1:
-            usage.line(pool_name).pending += gpu * replicas
-        else:
-            usage.pending_any += gpu * replicas
+    for quota_id, pool_name, workspace, gpu, jobs in rows:
+        for usage in (own, ours) if workspace == workspace_id else (own,):
+            into = usage[quota_id]
+            into.pending_jobs += jobs
+            if pool_name is not None:
+                into.line(pool_name).pending += gpu or 0
+            else:
+                into.pending_any += gpu or 0
+    return _up_the_tree(own, parent), _up_the_tree(ours, parent)
+
+
+def _up_the_tree(
+    own: dict[int, QuotaUsage], parent: dict[int, int | None]
+) -> dict[int, QuotaUsage]:
+    """Each quota's own usage added to itself and every ancestor."""
     total: dict[int, QuotaUsage] = {pk: QuotaUsage() for pk in parent}
     for pk, usage in own.items():
         if not usage.pools and not usage.pending_jobs:
@@ -411,8 +435,9 @@ def member_quota_overview(
 ) -> MemberQuotaOverview:
     """The member's read-only overview of `quota` (a fixed number of queries)."""
     subtree = quota_subtree_ids(quota)
-    everyone = usage_by_quota(quota_ids=subtree).get(quota.pk, QuotaUsage())
-    ours = usage_by_quota(quota_ids=subtree, workspace_id=workspace.pk).get(quota.pk, QuotaUsage())
+    all_usage, our_usage = usage_split(quota_ids=subtree, workspace_id=workspace.pk)
+    everyone = all_usage.get(quota.pk, QuotaUsage())
+    ours = our_usage.get(quota.pk, QuotaUsage())
     amounts = {
         row.node_pool.name: row_amounts(row)
         for row in QuotaResource.objects.filter(quota=quota).select_related("node_pool")
