@@ -147,3 +147,24 @@ def test_member_opens_the_overview_of_his_quota_from_the_workspace(
     assert other is not None and other.status == 404
     assert errors == [] or all("404" in e for e in errors)
     assert outside == []
+
+
+def test_tree_with_cpu_and_memory_columns_still_fits_1024_px(
+    demo: Any, admin: Any, sign_in: Any, live_server: Any
+) -> None:
+    from quotas.amounts import Amounts
+    from quotas.services.quotas import quota_scale
+
+    quota_scale(
+        actor=admin,
+        quota=demo.quotas["Quota 1"],
+        resources={demo.node_pool: Amounts(min_gpu=128_000, max_cpu=512_000, max_memory=4_194_304)},
+    )
+    page = sign_in("admin")
+    for width in (1024, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{live_server.url}/quotas/")
+        assert page.locator("th[data-column='cpu']").count() == 1
+        assert page.locator("th[data-column='memory']").count() == 1
+        _shoot(page, f"quota-tree-cpu-{width}")
+        assert _fits(page) and _cards_fit(page), f"the quota tree scrolls sideways at {width} px"
