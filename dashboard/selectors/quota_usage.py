@@ -15,6 +15,7 @@ from typing import Any
 from django.db.models import Case, Count, F, Min, OuterRef, Q, Subquery, Sum, Value, When
 
 from cluster.models import NodePool
+from console.units import milli_to_gpus
 from jobs.choices import LIVE_POD_STATUSES, WAITING_STATUSES, EventKind, Kind
 from jobs.models import Pod, Workload, WorkloadEvent
 from quotas.amounts import RESOURCES, Amounts
@@ -32,9 +33,6 @@ from quotas.services.quotas import pool_capacity
 from workspaces.models import Workspace
 
 NO_NODE = "—"
-
-
-# --- usage where decisions are made: the tree, the Add forms, the members' overview ------------
 
 
 @dataclass
@@ -271,11 +269,6 @@ class PoolRoom:
         """What is left to guarantee, per resource."""
         return {r: max(self.guaranteed[r] - self.given[r], 0) for r in RESOURCES}
 
-    @property
-    def idle(self) -> int:
-        """GPUs of the guarantee nothing holds now (what others could borrow)."""
-        return max(self.guaranteed["gpu"] - self.in_quota - self.borrowed, 0)
-
 
 def form_headroom(*, parent: Quota | None, node_pools: list[NodePool]) -> list[PoolRoom]:
     """Per node pool of an Add form: the parent's (or the pool's) guarantee, what its children
@@ -329,9 +322,7 @@ KIND_NOUN: dict[str, tuple[str, str]] = {
 
 
 def _gpus_text(milli: int) -> str:
-    """ "1 GPU", "24 GPUs", "0.5 GPUs"."""
-    from console.units import milli_to_gpus
-
+    """GPUs as a sentence says them: 1 GPU, 24 GPUs, 0.5 GPUs."""
     return "1 GPU" if milli == 1000 else f"{milli_to_gpus(milli)} GPUs"
 
 
@@ -382,7 +373,7 @@ class PreemptionEpisode:
 
     @property
     def jobs_text(self) -> str:
-        """ "3 jobs, 2 of them this workspace's"."""
+        """Whose jobs they were: 3 jobs, 2 of this workspace."""
         jobs = "1 job" if self.jobs == 1 else f"{self.jobs} jobs"
         if self.mine == self.jobs:
             return (
