@@ -270,21 +270,13 @@ class PoolRoom:
         return {r: max(self.guaranteed[r] - self.given[r], 0) for r in RESOURCES}
 
 
-def form_headroom(
-    *, parent: Quota | None, node_pools: list[NodePool], exclude: Quota | None = None
-) -> list[PoolRoom]:
+def form_headroom(*, parent: Quota | None, node_pools: list[NodePool]) -> list[PoolRoom]:
     """Per node pool of an Add form: the parent's (or the pool's) guarantee, what its children
-    (or the root quotas) already hold of it, and what runs there now (a few queries).
-
-    `exclude` leaves one child out of what is held: a Scale form of that child asks how much
-    it may have, its own amounts included.
-    """
+    (or the root quotas) already hold of it, and what runs there now (a few queries)."""
     pool_ids = [np.pk for np in node_pools]
     zero = {r: 0 for r in RESOURCES}
     sums = {r: Sum(f"min_{r}") for r in RESOURCES}
     siblings = QuotaResource.objects.filter(node_pool_id__in=pool_ids, quota__parent=parent)
-    if exclude is not None:
-        siblings = siblings.exclude(quota=exclude)
     given: dict[int, dict[str, int]] = {}
     rows: Any = siblings.values_list("node_pool_id").annotate(**sums).order_by()
     for pool_id, *mins in rows:

@@ -535,17 +535,3 @@ def test_overview_links_to_the_settings_form(
     html = login(admin).get(f"/quotas/{quota.pk}/").content.decode()
     assert f'href="/quotas/{quota.pk}/settings/"' in html
     assert gpus(1) == Amounts(min_gpu=1000)
-
-
-def test_headroom_for_scaling_a_child_leaves_the_child_itself_out(busy: Demo) -> None:
-    from dashboard.selectors.quota_usage import form_headroom
-
-    (room,) = form_headroom(
-        parent=busy.quotas["Quota 1"], node_pools=[busy.node_pool], exclude=busy.quotas["Quota 1.1"]
-    )
-    assert (room.guaranteed["gpu"], room.given["gpu"], room.room["gpu"]) == (
-        128_000,
-        80_000,
-        48_000,
-    )
-    assert (room.in_quota, room.borrowed) == (24_000, 8_000)
