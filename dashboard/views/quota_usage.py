@@ -47,7 +47,7 @@ class _HeadroomMixin:
         context: dict[str, Any] = super().get_context_data(**kwargs)  # type: ignore[misc]
         form = context["form"]
         parent = self.get_parent()  # type: ignore[attr-defined]
-        context["headroom"] = form_headroom(parent=parent, node_pools=form.node_pools)
+        context["add_headroom"] = form_headroom(parent=parent, node_pools=form.node_pools)
         return context
 
 

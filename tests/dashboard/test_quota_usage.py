@@ -178,7 +178,7 @@ def test_tree_makes_the_same_number_of_queries_for_few_or_many_jobs(
 
 
 def _headroom(html: str, pool: str) -> dict[str, str]:
-    row = html.split('data-testid="headroom"', 1)[1].split(f'<tr data-pool="{pool}">', 1)[1]
+    row = html.split('data-testid="add-headroom"', 1)[1].split(f'<tr data-pool="{pool}">', 1)[1]
     row = row.split("</tr>", 1)[0]
     cells = dict(re.findall(r'data-field="([a-z-]+)">(.*?)</td>', row, re.S))
     return {k: re.sub(r"<[^>]+>", " ", v).split()[0] for k, v in cells.items()}
