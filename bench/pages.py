@@ -5,7 +5,8 @@
 
 Seeds a scratch SQLite database (the demo, then `--jobs` training jobs in workspace_b with pods
 for the running ones), starts a real server (`manage.py serve --no-traffic`: uvicorn plus the
-in-process control loop) and fetches each page over `--clients` threads, each signed in as the
+in-process control loop, in real time: SIM_SPEED 1, so a cycle and a sync every 5 s as on a real
+cluster, not the demo's 144x) and fetches each page over `--clients` threads, each signed in as the
 persona a user of that page would be: the quota tree, the All jobs page and a quota's overview
 as the platform admin, the jobs list and the member's quota overview as bob (a developer of
 workspace_b). A page the checkout does not have (404) is reported as missing.
@@ -126,6 +127,7 @@ def serve_and_time(root: Path, args: Any, scratch: Path) -> dict[str, Any]:
         "TIDEPOOL_DEBUG": "0",
         "DEBUG": "0",
         "TIDEPOOL_RUNNER": "off",
+        "SIM_SPEED": "1",  # a real cluster's cadence: a cycle and a sync every 5 s
         "TIDEPOOL_BENCH_ROOT": str(root),
     }
     env.pop("DATABASE_URL", None)
