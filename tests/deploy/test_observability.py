@@ -181,3 +181,14 @@ def test_promtool_parses_every_dashboard_query(tmp_path: Path) -> None:
         yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]})
     )
     promtool("check", "rules", "dashboard.yaml", cwd=tmp_path)
+
+
+def test_dashboard_panels_do_not_overlap() -> None:
+    cells: dict[tuple[int, int], str] = {}
+    for p in panels():
+        g = p["gridPos"]
+        assert g["x"] >= 0 and g["x"] + g["w"] <= 24, p["title"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, f"{p['title']} overlaps {cells[(x, y)]}"
+                cells[(x, y)] = p["title"]
