@@ -87,6 +87,19 @@ def test_a_misspelt_field_or_unknown_kind_fails(objects: list[dict[str, Any]]) -
         strict_parse(no_containers)
 
 
+@pytest.mark.parametrize("version", ["1.29", "latest"])
+def test_every_object_validates_against_the_kubernetes_schema(
+    objects: list[dict[str, Any]], version: str
+) -> None:
+    """Strict JSON-schema validation (types, enums, no unknown field) where the optional
+    kubernetes-validate package is installed: the oldest Kubernetes supported and the newest."""
+    kv = pytest.importorskip("kubernetes_validate")
+    if version == "latest":
+        version = kv.latest_version()
+    for obj in objects:
+        kv.validate(copy.deepcopy(obj), version, strict=True)
+
+
 def test_render_matches_kubectl_kustomize(
     objects: list[dict[str, Any]], kubectl_objects: list[dict[str, Any]]
 ) -> None:
