@@ -48,10 +48,10 @@ def _active(workspace: Workspace, where: Q) -> Active:
 
 
 def _running(active: Active) -> str:
-    """ "2 running (16 GPUs)" or "none running"."""
+    """ "2 running on 16 GPUs" or "none running"."""
     if not active.running:
         return "none running"
-    return f"{active.running} running ({milli_to_gpus(active.gpu)} GPUs)"
+    return f"{active.running} running on {milli_to_gpus(active.gpu)} GPUs"
 
 
 def member_remove(
@@ -65,10 +65,11 @@ def member_remove(
         "they can no longer see, submit, cancel or stop anything in it."
     ]
     if active.total:
+        one = active.total == 1
         effects.append(
-            f"Their {plural(active.total, 'active workload')} ({_running(active)}) keep "
-            f"running; only the workspace's other members can cancel "
-            f"{'it' if active.total == 1 else 'them'}."
+            f"{plural(active.total, 'active workload')} of theirs ({_running(active)}) "
+            f"{'stays' if one else 'stay'}: nothing is cancelled, and only the workspace's "
+            f"other members can cancel {'it' if one else 'them'}."
         )
     else:
         effects.append(f"{user.username} has no queued or running workload here.")
@@ -95,8 +96,8 @@ def quota_unbind(workspace: Workspace, quota: Quota, *, chrome: dict[str, Any]) 
     ]
     if active.total:
         effects.append(
-            f"Its {plural(active.total, 'active workload')} in {quota.name} stay: "
-            f"{_running(active)} keep running"
+            f"{plural(active.total, 'active workload')} of {workspace.name} in {quota.name} "
+            f"{'stays' if active.total == 1 else 'stay'}: {_running(active)}, nothing is stopped"
             + (
                 f", and {plural(active.queued, 'queued workload')} may still start."
                 if active.queued

@@ -211,7 +211,8 @@ def _confirmation(
     if preview.not_in_quota:
         effects.append(
             _jobs_line(preview.not_in_quota, "becomes", "Not in Quota")
-            + ": they keep running on borrowed capacity, but may be preempted."
+            + (": it keeps" if len(preview.not_in_quota) == 1 else ": they keep")
+            + " running on borrowed capacity, but may be preempted."
         )
     else:
         effects.append("No running job is affected: every running job stays In Quota.")
