@@ -79,6 +79,20 @@ def test_cancel_job_asks_with_the_replicas_and_work_then_cancels(login, bob, run
     assert running.status == Status.CANCELLED
 
 
+def test_cancel_job_says_what_the_last_checkpoint_keeps(login, bob, running, tick, clock) -> None:
+    tick(1800)  # past the 30-minute checkpoint interval
+    running.refresh_from_db()
+    assert running.last_checkpoint_at is not None
+    done = int(100 * running.progress / running.total_work)
+    saved = int(100 * running.checkpoint_progress / running.total_work)
+    ago = int((clock.now() - running.last_checkpoint_at).total_seconds() // 60)
+    page = login(bob).post(reverse("jobs:job_cancel", args=[WS, running.pk]))
+    assert (
+        f"It is {done}% done; the last checkpoint ({saved}%) was saved {ago}m ago. "
+        "A cancelled job is not resumed."
+    ) in _asks(page)
+
+
 def test_a_stale_cancel_is_shown_again_not_applied(login, bob, submit, tick) -> None:
     job = submit(bob, "late", replicas=1, gpus=8)
     url = reverse("jobs:job_cancel", args=[WS, job.pk])

@@ -69,7 +69,7 @@ def job_cancel(workload: Workload, *, workspace: str, now: datetime, chrome: Any
         else:
             effects.append(f"It is {done}% done with no checkpoint yet; that work is lost.")
     if workload.status == Status.REQUEUED:
-        effects.append(f"It waits to resume; cancelling ends it ({workload.get_status_display()}).")
+        effects.append("It is waiting to resume; once cancelled it never will.")
     return Confirmation(
         title=f"Cancel training job {workload.name}",
         effects=effects,
