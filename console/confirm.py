@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.http import url_has_allowed_host_and_scheme
 
 CONFIRM = "confirm"
 SEEN = "seen"
@@ -32,7 +34,7 @@ class Confirmation:
     title: str  # "Cancel training job resnet"
     effects: Sequence[str]  # one sentence each, with the numbers
     action: str  # the confirming button: "Cancel job"
-    back: str  # where "Keep it" leads: the page the action came from
+    back: str  # where "Keep it" leads when the page that asked is not known
     facts: str = ""  # the numbers behind the effects; a change makes the confirm stale
     keep: str = "Keep it"  # the other button's words
     context: dict[str, Any] = field(default_factory=dict)  # the page's chrome (workspace tabs)
@@ -72,6 +74,7 @@ def confirm_page(
     context = {
         **confirmation.context,
         "confirmation": confirmation,
+        "back": _came_from(request) or confirmation.back,
         "fields": reposted(request),
         "seen": confirmation.facts,
         # Only a confirm that is not `confirmed` comes back here with confirm=1: it was stale.
@@ -79,6 +82,17 @@ def confirm_page(
         **(extra or {}),
     }
     return render(request, template, context)
+
+
+def _came_from(request: HttpRequest) -> str:
+    """The page whose button led here (this site's, and not this action's own URL), or ""."""
+    referer = request.headers.get("referer", "")
+    safe = url_has_allowed_host_and_scheme(
+        referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    if not referer or not safe or urlsplit(referer).path == request.path:
+        return ""
+    return referer
 
 
 def confirm_or_apply(request: HttpRequest, confirmation: Confirmation) -> HttpResponse | None:

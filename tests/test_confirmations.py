@@ -278,3 +278,42 @@ def test_scale_form_shows_usage_and_headroom_before_typing(demo, login, admin, r
     assert (row.parent_free, row.can_rise) == (8_000, 8_000)  # Quota 1: 128 - 48 - 72
     html = response.content.decode()
     assert 'data-testid="headroom"' in html and "Left in Quota 1" in html
+
+
+def test_a_quota_cut_that_would_now_touch_a_job_is_shown_again(
+    demo, login, admin, bob, submit, tick
+) -> None:
+    quota = demo.quotas["Quota 1.1"]
+    url = f"/quotas/{quota.pk}/scale/"
+    client = login(admin)
+    page = client.post(url, {f"np{demo.node_pool.pk}_min_gpu": "8", "version": "1"})
+    assert "No running job is affected" in _asks(page)
+    submit(bob, "resnet", replicas=2, gpus=8)  # starts between the page and the click
+    tick(1)
+    tick(30)
+    again = client.post(url, _page_fields(page))
+    text = _asks(again)
+    assert "The numbers changed since you looked" in text
+    assert "1 running job (16 GPUs) becomes Not in Quota" in text
+    assert min_gpus("Quota 1.1") == 48
+
+
+def test_keep_it_leads_back_to_the_page_that_asked(login, bob, running) -> None:
+    url = reverse("jobs:job_cancel", args=[WS, running.pk])
+    came_from = "http://testserver/workspaces/workspace_b/jobs/"
+    page = login(bob).post(url, HTTP_REFERER=came_from)
+    assert page.context["back"] == came_from
+    elsewhere = login(bob).post(url, HTTP_REFERER="https://evil.example/")
+    assert elsewhere.context["back"] == reverse("jobs:job_detail", args=[WS, running.pk])
+
+
+def test_removing_yourself_lands_on_your_workspaces(demo, login, admin) -> None:
+    from workspaces.choices import Role
+    from workspaces.services import workspace_member_add
+
+    workspace_member_add(workspace=demo.workspaces[WS], user=admin, role=Role.ADMIN)
+    url = reverse("workspaces:member_remove", args=[WS, admin.pk])
+    client = login(admin)
+    assert "You are removing yourself" in _asks(client.post(url))
+    response = client.post(url, {"confirm": "1"})
+    assert response["Location"] == reverse("workspaces:list")

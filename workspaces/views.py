@@ -156,6 +156,8 @@ class WorkspaceMemberRemoveView(_WorkspacePage, View):
             return page
         workspace_member_remove(workspace=self.workspace, user=member)
         messages.success(request, f"{member.username} removed from {self.workspace.name}.")
+        if member.pk == request.user.pk:  # the workspace is out of their sight now
+            return redirect("workspaces:list")
         return redirect("workspaces:detail", name=name)
 
 
