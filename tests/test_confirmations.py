@@ -317,3 +317,19 @@ def test_removing_yourself_lands_on_your_workspaces(demo, login, admin) -> None:
     assert "You are removing yourself" in _asks(client.post(url))
     response = client.post(url, {"confirm": "1"})
     assert response["Location"] == reverse("workspaces:list")
+
+
+def test_a_rebalance_whose_amounts_changed_meanwhile_is_shown_again(demo, login, admin) -> None:
+    from quotas.services.quotas import quota_rebalance
+
+    q11, q12 = demo.quotas["Quota 1.1"], demo.quotas["Quota 1.2"]
+    url = f"/quotas/{q11.pk}/rebalance/"
+    client = login(admin)
+    page = client.post(url, {"target": q12.pk, "node_pool": demo.node_pool.pk, "gpu": "8"})
+    assert "Quota 1.1 A100-80G GPU min 48 → 40" in _asks(page)
+    quota_rebalance(actor=admin, source=q11, target=q12, node_pool=demo.node_pool, gpu=8000)
+    again = client.post(url, _page_fields(page))
+    text = _asks(again)
+    assert "The numbers changed since you looked" in text
+    assert "Quota 1.1 A100-80G GPU min 40 → 32" in text
+    assert (min_gpus("Quota 1.1"), min_gpus("Quota 1.2")) == (40, 88)

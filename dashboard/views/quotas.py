@@ -218,13 +218,15 @@ def _confirmation(
         effects.append("No running job is affected: every running job stays In Quota.")
     if preview.in_quota:
         effects.append(_jobs_line(preview.in_quota, "becomes", "In Quota") + ".")
-    facts = ",".join(str(w.pk) for w in sorted(preview.not_in_quota, key=lambda w: w.pk))
+    # The amounts too: a rebalance carries no version, so a change meanwhile shows here.
+    jobs = ",".join(str(w.pk) for w in sorted(preview.not_in_quota, key=lambda w: w.pk))
+    facts = f"{jobs or 'none'}|{';'.join(changes)}"
     return Confirmation(
         title=f"{action} {quota.name}",
         effects=effects,
         action=f"Confirm {action.lower()}",
         back=reverse("quotas:list"),
-        facts=facts or "none",
+        facts=facts,
     )
 
 

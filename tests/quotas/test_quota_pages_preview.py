@@ -126,7 +126,7 @@ def test_lowering_without_touching_a_running_job_still_asks_first(
     assert "Quota 1.1: A100-80G GPU max ∞ → 64." in html
     assert "No running job is affected" in html
     assert dump() == before
-    response = _scale(client, demo, "48", confirm="1", seen="none", **limit)
+    response = _scale(client, demo, "48", confirm="1", **limit)
     assert response.status_code == 302
     assert "No running job is affected." in client.get("/quotas/").content.decode()
 
