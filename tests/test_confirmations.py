@@ -278,6 +278,9 @@ def test_scale_form_shows_usage_and_headroom_before_typing(demo, login, admin, r
     assert (row.parent_free, row.can_rise) == (8_000, 8_000)  # Quota 1: 128 - 48 - 72
     html = response.content.decode()
     assert 'data-testid="headroom"' in html and "Left in Quota 1" in html
+    rebalance = login(admin).get(f"/quotas/{demo.quotas['Quota 1.1'].pk}/rebalance/")
+    assert [h.unused for h in rebalance.context["headroom"]] == [32_000]
+    assert 'data-testid="headroom"' in rebalance.content.decode()
 
 
 def test_a_quota_cut_that_would_now_touch_a_job_is_shown_again(
