@@ -10,13 +10,14 @@ from django.shortcuts import redirect
 from django.views import View
 from django.views.generic import TemplateView
 
+from console.confirm import confirm_or_apply
 from console.errors import DomainError
 from jobs import selectors
 from jobs.choices import Kind
 from jobs.forms import InstanceStartForm
 from jobs.models import Workload
 from jobs.services.workloads import Shape, instance_start, workload_cancel
-from jobs.views import SubmitView, now, row
+from jobs.views import SubmitView, effects, now, row
 from workspaces.pages import WorkspacePageMixin
 from workspaces.roles import SUBMIT
 from workspaces.selectors import instance_limits
@@ -82,13 +83,19 @@ class InstanceStartView(SubmitView):
 
 
 class InstanceStopView(WorkspacePageMixin, View):
-    """Stop an interactive instance (POST; submit permission)."""
+    """Stop an interactive instance (POST; submit permission), once confirmed."""
 
+    tab = "instances"  # the confirmation page sits under this tab
     permission = SUBMIT
 
     def post(self, request: HttpRequest, workspace: str, pk: int) -> HttpResponse:
-        """workload_cancel stops an instance."""
+        """Confirm first (its GPUs, its unsaved work); workload_cancel stops an instance."""
         instance = selectors.workload_in_workspace(self.workspace, pk, Kind.INTERACTIVE)
+        confirmation = effects.instance_stop(
+            instance, workspace=workspace, now=now(), chrome=self.workspace_context()
+        )
+        if page := confirm_or_apply(request, confirmation):
+            return page
         try:
             workload_cancel(actor=request.user, workload=instance)
         except DomainError as error:
