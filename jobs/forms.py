@@ -214,6 +214,11 @@ class InstanceStartForm(WorkloadForm):
         super().__init__(*args, **kwargs)
         del self.fields["replicas"]
         del self.fields["priority"]
+        # An instance is one pod: its shape is the instance's, with no replicas to speak of.
+        self.fields["name"].help_text = "Lower-case letters, digits and -, like notebook-1."
+        self.fields["gpu"].label = "GPUs"
+        self.fields["cpu"].label = "CPU cores"
+        self.fields["memory"].label = "Memory (GiB)"
         hours: Any = self.fields["max_hours"]
         if limits.default is not None:
             # Left empty, the service applies the workspace's default.
