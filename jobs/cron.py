@@ -305,7 +305,7 @@ def _day_words(dom: str, month: str, dow: str, sim: CronSim) -> tuple[str, str] 
         numbers = f"day {days[0]}" if len(days) == 1 else f"days {_and([str(d) for d in days])}"
         text = f"on {numbers} of {months or 'every month'}"
         return text, text
-    weekdays = {int(d) % 7 for d in sim.weekdays}
+    weekdays = {d % 7 for d in sim.weekdays if isinstance(d, int)}  # L and # left above
     within = f" in {months}" if months else ""
     if dow == "*" or len(weekdays) == 7:
         return f"every day{within}", within.strip()
