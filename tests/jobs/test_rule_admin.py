@@ -241,3 +241,12 @@ def test_rule_form_refuses_a_zone_not_in_the_list_in_plain_words(rule, alice, lo
         "Choose a time zone from the list, such as UTC or Asia/Shanghai."
     ]
     assert not ScalingRule.objects.filter(name="night").exists()
+
+
+def test_rule_edit_page_says_what_the_rule_does_now(rule, alice, login, clock) -> None:
+    clock.advance(timedelta(hours=18).total_seconds())
+    scaling_rules_fire_due(now=clock.now())
+    url = reverse("jobs:rule_update", args=[WS, rule.service_id, rule.pk])
+    body = login(alice).get(url).content.decode()
+    assert "Now: every day at 08:00 (Asia/Shanghai), to 3 replicas." in body
+    assert "Last run Wed 2026-12-02 08:00 CST: Scaled from 1 to 3 replicas.</p>" in body
