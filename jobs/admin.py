@@ -147,7 +147,7 @@ class ManagedPeriodicTaskAdmin(PeriodicTaskAdmin):  # type: ignore[misc]
     """
 
     form = _PeriodicTaskForm
-    list_display = (*PeriodicTaskAdmin.list_display, "managed_by")
+    list_display = ("name", "managed_by", *PeriodicTaskAdmin.list_display[1:])
 
     @admin.display(description="Managed by")
     def managed_by(self, obj: PeriodicTask) -> str:
@@ -175,15 +175,22 @@ class ManagedPeriodicTaskAdmin(PeriodicTaskAdmin):  # type: ignore[misc]
         )
         if rule is None:
             return "This task's rule is gone; the console no longer uses it."
+        last = (
+            f"last run {rule.last_run_at:%Y-%m-%d %H:%M} UTC: {rule.last_run_result}"
+            if rule.last_run_at
+            else "not run yet"
+        )
         return format_html(
             'Managed by Tidepool: <a href="{}">edit rule {} of {}</a> in the console '
-            "({}, {}; {}). This task mirrors it and cannot be changed here.",
+            "({}, {}; {}; {}). This task mirrors it and cannot be changed here; its own "
+            "Last run field is beat's alone, so the rule's last run is the one to read.",
             _rule_url(rule),
             rule.name,
             rule.service.name,
             describe(rule.cron),
             rule.timezone,
             "enabled" if rule.enabled else "disabled",
+            last,
         )
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:

@@ -51,7 +51,7 @@ def test_detail_shows_status_quota_gpus_time_left_pods_and_timeline(
     assert response.status_code == 200
     assert 'data-field="status">Running<' in body
     assert "Quota 1.1" in body and "In Quota" in body
-    assert "0.5 GPU" in body
+    assert 'data-field="gpus">0.5<' in body
     assert "Time limit</dt><dd>2h 00m" in body
     assert 'data-field="time-left">1h 50m<' in body
     assert f"tp-{notebook.pk}-0-0" in body  # the pods table
