@@ -250,3 +250,17 @@ def test_rule_edit_page_says_what_the_rule_does_now(rule, alice, login, clock) -
     body = login(alice).get(url).content.decode()
     assert "Now: every day at 08:00 (Asia/Shanghai), to 3 replicas." in body
     assert "Last run Wed 2026-12-02 08:00 CST: Scaled from 1 to 3 replicas.</p>" in body
+
+
+def test_the_api_reports_the_last_run_too(rule, alice, clock) -> None:
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    clock.advance(timedelta(hours=18).total_seconds())
+    scaling_rules_fire_due(now=clock.now())
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    found = client.get(f"/api/v1/services/{rule.service_id}/rules/").json()
+    found = found.get("results", found)
+    assert found[0]["last_run_at"] == "2026-12-02T00:00:00Z"
+    assert found[0]["last_run_result"] == "Scaled from 1 to 3 replicas."
