@@ -14,22 +14,13 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from console.errors import DomainError
-from jobs import selectors
+from jobs import selectors, views
 from jobs.backends import get_backend
 from jobs.choices import ACTIVE_STATUSES, WAITING_STATUSES, Kind, PodStatus, Status
 from jobs.forms import InstanceStartForm
 from jobs.models import Pod, Workload
 from jobs.services.workloads import Shape, instance_start, workload_cancel
-from jobs.views import (
-    Readable,
-    SubmitView,
-    age,
-    current_pods,
-    now,
-    pod_summary,
-    quota_label,
-    row,
-)
+from jobs.views import SubmitView, now, row
 from workspaces.pages import WorkspacePageMixin
 from workspaces.roles import SUBMIT
 from workspaces.selectors import instance_limits
@@ -93,9 +84,9 @@ def _open_url(instance: Workload, pods: list[Pod]) -> str | None:
 
 def _detail_context(request: HttpRequest, instance: Workload) -> dict[str, Any]:
     """What the instance page and its live fragment show (to this user: jobs.visibility)."""
-    readable = Readable(instance, request.user)
+    readable = views.Readable(instance, request.user)
     moment = now()
-    current = current_pods(instance)
+    current = views.current_pods(instance)
     ids = {p.pk for p in current}
     older = sorted((p for p in instance.pods.all() if p.pk not in ids), key=lambda p: -p.pk)
     return {
@@ -104,14 +95,14 @@ def _detail_context(request: HttpRequest, instance: Workload) -> dict[str, Any]:
         "pods": readable.pods(current),
         "older_pods": readable.pods(older[:50]),
         "older_count": len(older),
-        "older_summary": pod_summary(older),
+        "older_summary": views.pod_summary(older),
         "status_reason": readable.text(instance.status_reason),
         "events": readable.events(list(instance.events.all())[::-1]),
-        "quota_label": quota_label(instance.in_quota),
+        "quota_label": views.quota_label(instance.in_quota),
         "waiting": instance.status in WAITING_STATUSES,
         "can_stop": instance.status in ACTIVE_STATUSES,
         "node_pools": ", ".join(np.name for np in instance.node_pools.all()),
-        "time_limit": age(instance.max_duration) if instance.max_duration else "",
+        "time_limit": views.age(instance.max_duration) if instance.max_duration else "",
         "open_url": _open_url(instance, current),
     }
 
@@ -157,10 +148,11 @@ class InstanceOpenView(WorkspacePageMixin, TemplateView):
         context = super().get_context_data(**kwargs)
         context.update(self.workspace_context())
         instance = selectors.workload_in_workspace(self.workspace, kwargs["pk"], Kind.INTERACTIVE)
-        running = [p for p in current_pods(instance) if p.status == PodStatus.RUNNING]
+        running = [p for p in views.current_pods(instance) if p.status == PodStatus.RUNNING]
         if instance.status != Status.RUNNING or not running:
             raise Http404(f"{instance.name} is not running.")
-        context.update(instance=instance, pods=Readable(instance, self.request.user).pods(running))
+        readable = views.Readable(instance, self.request.user)
+        context.update(instance=instance, pods=readable.pods(running))
         return context
 
 
