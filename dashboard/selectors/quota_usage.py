@@ -132,6 +132,8 @@ def usage_split(
         .order_by()
     )
     for quota_id, pool_name, borrowed, workspace, gpu in live:
+        if quota_id not in own:  # created after the tree was read
+            continue
         for usage in (own, ours) if workspace == workspace_id else (own,):
             line = usage[quota_id].line(pool_name or NO_NODE)
             if borrowed:
@@ -154,6 +156,8 @@ def usage_split(
         .order_by()
     )
     for quota_id, pool_name, workspace, gpu, jobs in rows:
+        if quota_id not in own:
+            continue
         for usage in (own, ours) if workspace == workspace_id else (own,):
             into = usage[quota_id]
             into.pending_jobs += jobs
