@@ -44,6 +44,20 @@ PAGES: dict[str, tuple[str, str]] = {
     "member_quota_overview": ("bob", "/workspaces/workspace_b/quotas/{quota}/"),
 }
 GOAL_P95_MS = 150
+# Runs a script with the checkout's own modules only: the venv's editable install of this
+# checkout would otherwise lend an older checkout the modules it lacks (jobs.templatetags).
+ISOLATED = (
+    "import runpy, sys; "
+    "sys.meta_path[:] = [f for f in sys.meta_path "
+    "if not getattr(f, '__module__', '').startswith('__editable__')]; "
+    "sys.argv = sys.argv[1:]; sys.path.insert(0, '.'); "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+def _python(*argv: str) -> list[str]:
+    """The command that runs `argv` (a script and its arguments) isolated as above."""
+    return [sys.executable, "-c", ISOLATED, *argv]
 
 
 def seed(count: int) -> dict[str, Any]:
@@ -133,7 +147,7 @@ def serve_and_time(root: Path, args: Any, scratch: Path) -> dict[str, Any]:
     env.pop("DATABASE_URL", None)
     began = time.perf_counter()
     seeded = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--seed-only", "--jobs", str(args.jobs)],
+        _python(str(Path(__file__).resolve()), "--seed-only", "--jobs", str(args.jobs)),
         cwd=root,
         env=env,
         check=True,
@@ -145,14 +159,14 @@ def serve_and_time(root: Path, args: Any, scratch: Path) -> dict[str, Any]:
     env.pop("TIDEPOOL_RUNNER")
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--port", str(port), "--no-traffic"],
+        _python("manage.py", "serve", "--port", str(port), "--no-traffic"),
         cwd=root,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=open(scratch / "server.log", "w"),  # noqa: SIM115
     )
     try:
-        _wait_until_up(port, server)
+        _wait_until_up(port, server, scratch / "server.log")
         pages: dict[str, Any] = {}
         for name, (persona, pattern) in PAGES.items():
             path = pattern.format(quota=state["quota"])
@@ -191,7 +205,7 @@ def _status(port: int, path: str, headers: dict[str, str]) -> int:
     return response.status
 
 
-def _wait_until_up(port: int, server: subprocess.Popen) -> None:
+def _wait_until_up(port: int, server: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + 90
     while True:
         try:
@@ -199,7 +213,8 @@ def _wait_until_up(port: int, server: subprocess.Popen) -> None:
             return
         except OSError:
             if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("server did not start") from None
+                tail = log.read_text()[-3000:]
+                raise SystemExit(f"server did not start:\n{tail}") from None
             time.sleep(0.2)
 
 
