@@ -163,6 +163,9 @@ def main() -> None:
 
     sys.path.insert(0, str(REPO))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.test")
+    import django
+
+    django.setup()  # for the demo's passwords
     servers = [Server(REPO, "after")]
     if args.before:
         servers.insert(0, Server(args.before.resolve(), "before"))

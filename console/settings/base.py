@@ -173,6 +173,17 @@ STATICFILES_DIRS = [
     ("plotly", str(Path(plotly.__file__).parent / "package_data")),
 ]
 
+# plotly.js is always served from here, never from a CDN: the partial "finance" bundle
+# (static/vendor/plotly, 1.3 MB: scatter, bar, indicator, pie…) or the plotly package's full
+# one (4.8 MB). Chromium spends most of the dashboard's time to first chart evaluating it:
+# bench/first_chart.py measured a median of ~1 s with the partial bundle against ~3-5 s with
+# the full one on 2 busy cores. "full" is the stock path, kept working.
+PLOTLY_BUNDLES = {
+    "finance": "vendor/plotly/plotly-finance-4.1.0.min.js",
+    "full": "plotly/plotly.min.js",
+}
+PLOTLY_BUNDLE = PLOTLY_BUNDLES.get(env("TIDEPOOL_PLOTLY_BUNDLE", "finance"), PLOTLY_BUNDLES["full"])
+
 REDIS_URL = env("REDIS_URL", "")
 # Live consumers re-join their group every fifth of this (jobs/consumers.py), so a member that
 # never left (its web process died mid-disconnect) stops being sent events within 5 minutes

@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import template
+from django.conf import settings
+from django.templatetags.static import static
 from django.utils import dateformat, timezone
 from django.utils.html import format_html
 
@@ -92,3 +94,10 @@ def time_left(workload: Any, text: str) -> str:
 def _iso(value: datetime) -> str:
     """The machine value of a moment: ISO 8601 in UTC."""
     return value.astimezone(UTC).isoformat()
+
+
+@register.simple_tag
+def plotly_script() -> str:
+    """The <script> that loads plotly.js (settings.PLOTLY_BUNDLE), deferred: the page paints
+    first, and the chart scripts after it (also deferred) run once it is there."""
+    return format_html('<script src="{}" defer></script>', static(settings.PLOTLY_BUNDLE))
