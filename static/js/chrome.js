@@ -173,9 +173,14 @@
     });
     var hint = document.getElementById("stale-hint");
     if (hint) hint.hidden = !stale;
-    clearTimeout(offlineTimer);
+    // Counted from the first drop: the retries in between do not restart the count.
     if (state === "reconnecting") {
-      offlineTimer = setTimeout(function () { setLive("offline"); }, OFFLINE_AFTER);
+      if (offlineTimer === null) {
+        offlineTimer = setTimeout(function () { setLive("offline"); }, OFFLINE_AFTER);
+      }
+    } else {
+      clearTimeout(offlineTimer);
+      offlineTimer = null;
     }
   }
   window.tidepoolLive = {
