@@ -98,3 +98,11 @@ def test_serve_serves_static_files_with_debug_off(
     assert favicon["status"] == 200 and favicon["body"].startswith(b"<svg")
     css = _call(apps[0], "GET", "/static/css/tidepool.css", host="127.0.0.1")
     assert css["status"] == 200
+
+
+def test_timeline_kinds_read_as_words() -> None:
+    from console.templatetags.tidepool import event_label
+
+    assert event_label("preemptor") == "preempted others"
+    assert event_label("limit") == "time limit"
+    assert event_label("admitted") == "admitted"

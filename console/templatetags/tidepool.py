@@ -101,3 +101,13 @@ def plotly_script() -> str:
     """The <script> that loads plotly.js (settings.PLOTLY_BUNDLE), deferred: the page paints
     first, and the chart scripts after it (also deferred) run once it is there."""
     return format_html('<script src="{}" defer></script>', static(settings.PLOTLY_BUNDLE))
+
+
+# Timeline kinds whose stored code is not a word a reader would use (jobs.choices.EventKind).
+EVENT_LABELS = {"preemptor": "preempted others", "limit": "time limit"}
+
+
+@register.filter
+def event_label(kind: str) -> str:
+    """A timeline entry's kind in words: "preemptor" → "preempted others"."""
+    return EVENT_LABELS.get(kind, kind)
