@@ -176,8 +176,9 @@ STATICFILES_DIRS = [
 # plotly.js is always served from here, never from a CDN: the partial "finance" bundle
 # (static/vendor/plotly, 1.3 MB: scatter, bar, indicator, pie…) or the plotly package's full
 # one (4.8 MB). Chromium spends most of the dashboard's time to first chart evaluating it:
-# bench/first_chart.py measured a median of ~1 s with the partial bundle against ~3-5 s with
-# the full one on 2 busy cores. "full" is the stock path, kept working.
+# bench/first_chart.py, 15 loads of each side by side on 2 shared cores (load average 2-8),
+# medians cold/warm: 1.13/1.02 s with the partial bundle, 2.85/2.50 s with the full one.
+# "full" is the stock path, kept working.
 PLOTLY_BUNDLES = {
     "finance": "vendor/plotly/plotly-finance-4.1.0.min.js",
     "full": "plotly/plotly.min.js",
