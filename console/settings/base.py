@@ -66,6 +66,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "console.zones.DisplayZoneMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -83,6 +84,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "console.context_processors.navigation",
+                "console.context_processors.clock",
             ],
         },
     },
@@ -170,6 +172,18 @@ STATICFILES_DIRS = [
     BASE_DIR / "static",
     ("plotly", str(Path(plotly.__file__).parent / "package_data")),
 ]
+
+# plotly.js is always served from here, never from a CDN: the partial "finance" bundle
+# (static/vendor/plotly, 1.3 MB: scatter, bar, indicator, pie…) or the plotly package's full
+# one (4.8 MB). Chromium spends most of the dashboard's time to first chart evaluating it:
+# bench/first_chart.py, 15 loads of each side by side on 2 shared cores (load average 2-8),
+# medians cold/warm: 1.13/1.02 s with the partial bundle, 2.85/2.50 s with the full one.
+# "full" is the stock path, kept working.
+PLOTLY_BUNDLES = {
+    "finance": "vendor/plotly/plotly-finance-4.1.0.min.js",
+    "full": "plotly/plotly.min.js",
+}
+PLOTLY_BUNDLE = PLOTLY_BUNDLES.get(env("TIDEPOOL_PLOTLY_BUNDLE", "finance"), PLOTLY_BUNDLES["full"])
 
 REDIS_URL = env("REDIS_URL", "")
 # Live consumers re-join their group every fifth of this (jobs/consumers.py), so a member that
