@@ -173,17 +173,8 @@ STATICFILES_DIRS = [
     ("plotly", str(Path(plotly.__file__).parent / "package_data")),
 ]
 
-# plotly.js is always served from here, never from a CDN: the partial "finance" bundle
-# (static/vendor/plotly, 1.3 MB: scatter, bar, indicator, pie…) or the plotly package's full
-# one (4.8 MB). Chromium spends most of the dashboard's time to first chart evaluating it:
-# bench/first_chart.py, 15 loads of each side by side on 2 shared cores (load average 2-8),
-# medians cold/warm: 1.13/1.02 s with the partial bundle, 2.85/2.50 s with the full one.
-# "full" is the stock path, kept working.
-PLOTLY_BUNDLES = {
-    "finance": "vendor/plotly/plotly-finance-4.1.0.min.js",
-    "full": "plotly/plotly.min.js",
-}
-PLOTLY_BUNDLE = PLOTLY_BUNDLES.get(env("TIDEPOOL_PLOTLY_BUNDLE", "finance"), PLOTLY_BUNDLES["full"])
+# The pages load the plotly package's own bundle (4.8 MB), deferred (console.templatetags).
+PLOTLY_BUNDLE = "plotly/plotly.min.js"
 
 REDIS_URL = env("REDIS_URL", "")
 # Live consumers re-join their group every fifth of this (jobs/consumers.py), so a member that
