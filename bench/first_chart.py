@@ -30,7 +30,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-PYTHON = sys.executable
+sys.path.insert(0, str(REPO))
+
+from bench import isolated, isolated_code  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 
 SEED = """
@@ -100,13 +103,13 @@ class Server:
     def start(self) -> None:
         """Seed, serve, and wait until the login page answers."""
         subprocess.run(
-            [PYTHON, "-c", SEED, self.env["SQLITE_PATH"]],
+            isolated_code(SEED, self.env["SQLITE_PATH"]),
             cwd=self.checkout,
             env=self.env,
             check=True,
             stdout=subprocess.DEVNULL,
         )
-        command = [PYTHON, "manage.py", "serve", "--port", str(self.port), "--no-traffic"]
+        command = isolated("manage.py", "serve", "--port", str(self.port), "--no-traffic")
         self.process = subprocess.Popen(
             command, cwd=self.checkout, env=self.env, stdout=subprocess.DEVNULL
         )
@@ -161,7 +164,6 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="another checkout (e.g. of main)")
     args = parser.parse_args()
 
-    sys.path.insert(0, str(REPO))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.test")
     import django
 

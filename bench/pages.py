@@ -44,20 +44,6 @@ PAGES: dict[str, tuple[str, str]] = {
     "member_quota_overview": ("bob", "/workspaces/workspace_b/quotas/{quota}/"),
 }
 GOAL_P95_MS = 150
-# Runs a script with the checkout's own modules only: the venv's editable install of this
-# checkout would otherwise lend an older checkout the modules it lacks (jobs.templatetags).
-ISOLATED = (
-    "import runpy, sys; "
-    "sys.meta_path[:] = [f for f in sys.meta_path "
-    "if not getattr(f, '__module__', '').startswith('__editable__')]; "
-    "sys.argv = sys.argv[1:]; sys.path.insert(0, '.'); "
-    "runpy.run_path(sys.argv[0], run_name='__main__')"
-)
-
-
-def _python(*argv: str) -> list[str]:
-    """The command that runs `argv` (a script and its arguments) isolated as above."""
-    return [sys.executable, "-c", ISOLATED, *argv]
 
 
 def seed(count: int) -> dict[str, Any]:
@@ -132,6 +118,7 @@ def seed(count: int) -> dict[str, Any]:
 
 def serve_and_time(root: Path, args: Any, scratch: Path) -> dict[str, Any]:
     """Seed a database with `root`'s code, serve it from `root`, time every page."""
+    from bench import isolated
     from bench.api import _free_port, cpu_seconds, hammer
 
     env = {
@@ -147,7 +134,7 @@ def serve_and_time(root: Path, args: Any, scratch: Path) -> dict[str, Any]:
     env.pop("DATABASE_URL", None)
     began = time.perf_counter()
     seeded = subprocess.run(
-        _python(str(Path(__file__).resolve()), "--seed-only", "--jobs", str(args.jobs)),
+        isolated(str(Path(__file__).resolve()), "--seed-only", "--jobs", str(args.jobs)),
         cwd=root,
         env=env,
         check=True,
@@ -159,7 +146,7 @@ def serve_and_time(root: Path, args: Any, scratch: Path) -> dict[str, Any]:
     env.pop("TIDEPOOL_RUNNER")
     port = _free_port()
     server = subprocess.Popen(
-        _python("manage.py", "serve", "--port", str(port), "--no-traffic"),
+        isolated("manage.py", "serve", "--port", str(port), "--no-traffic"),
         cwd=root,
         env=env,
         stdout=subprocess.DEVNULL,
