@@ -30,6 +30,7 @@ from jobs.choices import (
 )
 from jobs.events import record
 from jobs.models import Workload
+from jobs.services.fit import workload_fit_check
 from jobs.services.scaling import scaling_rules_retire
 from jobs.wakeup import request_cycle
 from quotas.models import Quota
@@ -254,6 +255,15 @@ def _create(
         quota=quota,
         total_gpu=shape.gpu * (peak_replicas or shape.replicas),
         priority=shape.priority,
+    )
+    workload_fit_check(
+        quota=quota,
+        kind=kind,
+        replicas=shape.replicas,
+        gpu=shape.gpu,
+        cpu=shape.cpu,
+        memory=shape.memory,
+        node_pools=node_pools,
     )
     workload = Workload.objects.create(
         workspace=workspace,
