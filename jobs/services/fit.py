@@ -37,7 +37,7 @@ def gpus(milli: int) -> str:
 
 
 def _pools_text(names: Iterable[str]) -> str:
-    """"pool A" or "pools A, B"."""
+    """ "pool A" or "pools A, B"."""
     names = sorted(names)
     return f"pool{'s' if len(names) > 1 else ''} {', '.join(names)}"
 
@@ -76,9 +76,7 @@ def node_shapes(node_pools: Sequence[NodePool]) -> dict[NodePool, list[NodeShape
     )
     shapes: dict[NodePool, list[NodeShape]] = defaultdict(list)
     for r in rows:
-        shapes[by_id[r["node_pool_id"]]].append(
-            NodeShape(r["gpus"], r["cpu"], r["memory"], r["n"])
-        )
+        shapes[by_id[r["node_pool_id"]]].append(NodeShape(r["gpus"], r["cpu"], r["memory"], r["n"]))
     return dict(shapes)
 
 
@@ -208,8 +206,6 @@ def workload_fit_check(
     _check_nodes(shapes, gpu, cpu, memory)
     if kind != Kind.TRAINING:
         return  # services place replicas one by one; an instance is one replica
-    fitting = {
-        np: ns for np, ns in shapes.items() if any(s.holds(gpu, cpu, memory) for s in ns)
-    }
+    fitting = {np: ns for np, ns in shapes.items() if any(s.holds(gpu, cpu, memory) for s in ns)}
     room = _check_gang(fitting, replicas, gpu, cpu, memory)
     _check_quota(quota, room, replicas, gpu)
