@@ -15,10 +15,12 @@ from django.views.generic import TemplateView
 
 from console.errors import DomainError
 from jobs import selectors
+from jobs.bridge.room import submit_room
 from jobs.choices import Kind, Status
 from jobs.filters import DEFAULT_SORT, JobFilter
 from jobs.forms import JobSubmitForm
 from jobs.models import Workload
+from jobs.services.fit import gpus
 from jobs.services.workloads import Shape, job_submit, workload_cancel
 from jobs.views import (
     Readable,
@@ -185,6 +187,28 @@ class JobSubmitView(SubmitView):
     template_name = "jobs/job_submit.html"
     form_class = JobSubmitForm
     tab = "jobs"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """The form, and the room each usable quota has now: free In Quota, idle to borrow."""
+        context = super().get_context_data(**kwargs)
+        usable = [u.quota for u in self.access.usable_quotas(self.workspace)]
+        room = submit_room(usable, now=now())
+        context["room"] = [
+            (
+                q,
+                [
+                    (
+                        r.pool,
+                        gpus(r.free_in_quota),
+                        gpus(r.idle),
+                        "no max" if r.limit_left is None else gpus(max(r.limit_left, 0)),
+                    )
+                    for r in room.get(q.pk, [])
+                ],
+            )
+            for q in usable
+        ]
+        return context
 
     def create(self, form: JobSubmitForm) -> Workload:
         """job_submit."""
