@@ -57,7 +57,8 @@ def plain_error(name: str, field: forms.Field, error: ValidationError) -> str:
     if stock and isinstance(field, forms.ModelChoiceField):
         return f"Choose a {label.lower()}" + (" from the list." if code != "required" else ".")
     if stock and isinstance(field, forms.ChoiceField):
-        options = ", ".join(str(text) for value, text in field.choices if value != "")
+        choices: Any = field.choices
+        options = ", ".join(str(text) for value, text in choices if value != "")
         return f"{label}: choose one of {options}."
     if code == "required":
         return f"{label} is required."
@@ -151,11 +152,12 @@ class WorkloadForm(forms.Form):
     def full_clean(self) -> None:
         """Django's cleaning, then its field errors in plain words."""
         super().full_clean()
-        for name, errors in list(self._errors.items()):
+        found: Any = getattr(self, "_errors", None)  # ErrorDict; None before any cleaning
+        for name, errors in list((found or {}).items()):
             field = self.fields.get(name)
             if field is not None:
                 plain = [plain_error(name, field, e) for e in errors.as_data()]
-                self._errors[name] = self.error_class(plain, renderer=self.renderer)
+                found[name] = self.error_class(plain, renderer=self.renderer)
 
     def shape_values(self) -> dict[str, int]:
         """The Shape's fields in the core's units: milli-GPU, millicores, MiB."""
