@@ -146,7 +146,7 @@ class JobFilter(django_filters.FilterSet):  # type: ignore[misc]
     status = StatusFilter()
     owner = IdFilter(label="Owner", field_name="owner_id", min_value=1, max_value=BIG)
     quota = django_filters.ChoiceFilter(
-        label="Idle Resources", choices=QUOTA_CHOICES, method="_quota"
+        label="Quota status", choices=QUOTA_CHOICES, method="_quota"
     )
     sort = SortFilter(label="Sort", fields={key: key for key in SORTS})
 

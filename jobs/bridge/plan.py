@@ -18,6 +18,7 @@ from cluster.models import Node
 from jobs.bridge.snapshot import Reading, WorkloadInfo, build
 from jobs.choices import ENDED_STATUSES, EventKind, Kind, PodStatus, Status
 from jobs.models import Pod, Workload
+from jobs.progress import percent
 from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.types import Admission, CycleResult, Pending, Preemption, ScenarioError
 from jobs.visibility import placement_data
@@ -248,7 +249,7 @@ def _start(
         Note(
             w,
             EventKind.PLACED,
-            f"{len(pods)} replica(s) placed on {where}.",
+            f"{len(pods)} replica{'' if len(pods) == 1 else 's'} placed on {where}.",
             placement_data(nodes_used, borrowed=not a.in_quota),
         ),
     ]
@@ -258,8 +259,8 @@ def _start(
             Note(
                 w,
                 EventKind.RESUMED,
-                f"Resumed from its last checkpoint at {100 * progress / w.total_work:.0f}% "
-                "progress.",
+                # the list and the job page show percent() of the same progress
+                f"Resumed from its last checkpoint at {percent(progress, w.total_work)}% progress.",
                 {"progress": progress},
             )
         )

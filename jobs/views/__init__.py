@@ -19,8 +19,9 @@ from django.views.generic import FormView
 
 from console import clock
 from console.errors import DomainError
-from jobs.choices import Kind, PodStatus
+from jobs.choices import Kind, PodStatus, Status
 from jobs.models import Pod, Workload, WorkloadEvent
+from jobs.progress import percent, restarts_text
 from jobs.visibility import BORROWED, entry_nodes, hidden_nodes, scrub, sees_borrowed_nodes
 from workspaces.pages import WorkspacePageMixin
 from workspaces.roles import SUBMIT
@@ -41,9 +42,10 @@ def age(seconds: float) -> str:
     return f"{days}d {hours}h"
 
 
-def quota_label(in_quota: bool | None) -> str:
-    """The Idle Resources column: In Quota, Not in Quota, or nothing while not running."""
-    if in_quota is None:
+def quota_label(in_quota: bool | None, status: str = Status.RUNNING) -> str:
+    """The Quota status column: In Quota, Not in Quota, or nothing while not running (queued,
+    requeued or finished: a finished job holds no quota)."""
+    if in_quota is None or status != Status.RUNNING:
         return ""
     return "In Quota" if in_quota else "Not in Quota"
 
@@ -143,6 +145,7 @@ class Row:
     quota_label: str
     pods: list[tuple[str, int]]
     time_left: str
+    restarts: str  # "restarted 4 times: 1 fault of 3 allowed, 3 preemptions"
 
 
 def time_left(workload: Workload, now: datetime) -> str:
@@ -158,16 +161,17 @@ def time_left(workload: Workload, now: datetime) -> str:
 
 def row(workload: Workload, now: datetime) -> Row:
     """Present one workload; its pods must be prefetched."""
-    progress = None
-    if workload.kind == Kind.TRAINING and workload.total_work:
-        progress = min(int(100 * workload.progress / workload.total_work), 100)
+    training = workload.kind == Kind.TRAINING
     return Row(
         workload=workload,
         age=age((now - workload.submitted_at).total_seconds()),
-        progress=progress,
-        quota_label=quota_label(workload.in_quota),
+        progress=(
+            percent(workload.progress, workload.total_work, workload.status) if training else None
+        ),
+        quota_label=quota_label(workload.in_quota, workload.status),
         pods=pod_summary(current_pods(workload)),
         time_left=time_left(workload, now),
+        restarts=restarts_text(workload.restarts, workload.failures, workload.max_restarts),
     )
 
 
