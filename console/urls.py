@@ -9,6 +9,7 @@ from django.urls import include, path
 from cluster import urls as cluster_urls
 from console import views
 from dashboard import urls as dashboard_urls
+from jobs.views.all_jobs import AllJobsView
 from quotas import urls as quotas_urls
 
 urlpatterns = [
@@ -26,6 +27,7 @@ urlpatterns = [
     ),
     path("workspaces/", include("workspaces.urls")),
     path("workspaces/<slug:workspace>/", include("jobs.urls")),
+    path("jobs/", AllJobsView.as_view(), name="all_jobs"),
     path("dashboard/", include("dashboard.urls")),
     path("api/v1/", include("console.api_urls")),
     path("django-admin/", admin.site.urls),

@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -48,6 +49,50 @@ COLUMNS = (
 )
 
 
+def job_list_context(
+    query: Any, queryset: QuerySet[Workload], filter_class: type[JobFilter] = JobFilter
+) -> dict[str, Any]:
+    """One count, one page of rows with pods, the pager and the sortable columns, for the
+    query string `query`: a fixed number of queries, whatever the row count."""
+    found = filter_class(query, queryset)
+    paginator = Paginator(found.qs, PAGE_SIZE)
+    page = paginator.get_page(query.get("page"))
+    start = (page.number - 1) * PAGE_SIZE
+    rows = selectors.workload_rows(found.qs, start, start + PAGE_SIZE)
+    kept = found.given
+    sort = kept.pop("sort", DEFAULT_SORT)
+    number, pages = page.number, paginator.num_pages
+    moment = now()
+
+    def link(**changes: Any) -> str:
+        query = {**kept, "sort": sort, **changes}
+        return "?" + urlencode({k: v for k, v in query.items() if v not in ("", None)})
+
+    return {
+        "rows": [row(w, moment) for w in rows],
+        "total": paginator.count,
+        "page": number,
+        "pages": pages,
+        "prev_link": link(page=number - 1) if number > 1 else None,
+        "next_link": link(page=number + 1) if number < pages else None,
+        "columns": [
+            (
+                key,
+                label,
+                css,
+                link(sort=f"-{key}" if sort == key else key, page=None),
+                "asc" if sort == key else "desc" if sort == f"-{key}" else "",
+            )
+            for key, label, css in COLUMNS
+        ],
+        "filters": kept,
+        "filter_problems": found.problems,
+        "sort": sort,
+        "statuses": Status.values,
+        "live_default": number == 1 and not kept,
+    }
+
+
 class JobListView(WorkspacePageMixin, TemplateView):
     """The workspace's training jobs: filter by status, owner and quota; sort; 50 a page."""
 
@@ -58,46 +103,9 @@ class JobListView(WorkspacePageMixin, TemplateView):
         """One count, one page of rows with pods, the owners: a fixed number of queries."""
         context = super().get_context_data(**kwargs)
         context.update(self.workspace_context())
-        found = JobFilter(
-            self.request.GET, selectors.workspace_workloads(self.workspace, Kind.TRAINING)
-        )
-        paginator = Paginator(found.qs, PAGE_SIZE)
-        page = paginator.get_page(self.request.GET.get("page"))
-        start = (page.number - 1) * PAGE_SIZE
-        rows = selectors.workload_rows(found.qs, start, start + PAGE_SIZE)
-        kept = found.given
-        sort = kept.pop("sort", DEFAULT_SORT)
-        number, pages = page.number, paginator.num_pages
-        moment = now()
-
-        def link(**changes: Any) -> str:
-            query = {**kept, "sort": sort, **changes}
-            return "?" + urlencode({k: v for k, v in query.items() if v not in ("", None)})
-
-        context.update(
-            rows=[row(w, moment) for w in rows],
-            total=paginator.count,
-            page=number,
-            pages=pages,
-            prev_link=link(page=number - 1) if number > 1 else None,
-            next_link=link(page=number + 1) if number < pages else None,
-            columns=[
-                (
-                    key,
-                    label,
-                    css,
-                    link(sort=f"-{key}" if sort == key else key, page=None),
-                    "asc" if sort == key else "desc" if sort == f"-{key}" else "",
-                )
-                for key, label, css in COLUMNS
-            ],
-            filters=kept,
-            filter_problems=found.problems,
-            sort=sort,
-            statuses=Status.values,
-            owners=selectors.workload_owners(self.workspace, Kind.TRAINING),
-            live_default=number == 1 and not kept,
-        )
+        queryset = selectors.workspace_workloads(self.workspace, Kind.TRAINING)
+        context.update(job_list_context(self.request.GET, queryset))
+        context["owners"] = selectors.workload_owners(self.workspace, Kind.TRAINING)
         return context
 
 
