@@ -78,7 +78,7 @@ def plain_error(name: str, field: forms.Field, error: ValidationError) -> str:
     if code == "invalid" and message.startswith("Enter a number"):
         return f"{label} must be a number, like {field.initial or '0.5'}."
     if code == "invalid":
-        return f"{label}: {message[0].lower() + message[1:]}"
+        return message  # console.numbers already says it plainly ("Too large: ...")
     return message
 
 
