@@ -29,6 +29,6 @@ class AllJobsView(PlatformAdminRequiredMixin, TemplateView):
             Workload.objects.filter(kind=Kind.TRAINING), "workspace"
         )
         context.update(job_list_context(self.request.GET, jobs, AllJobFilter))
-        context.update(selectors.training_choices(jobs))
+        context.update(selectors.training_choices())
         context["all_jobs"] = True
         return context
