@@ -20,6 +20,7 @@ from jobs.choices import ENDED_STATUSES, EventKind, Kind, PodStatus, Status
 from jobs.models import Pod, Workload
 from jobs.progress import percent
 from jobs.scheduling.cycle import run_cycle
+from jobs.scheduling.tree import short_name
 from jobs.scheduling.types import Admission, CycleResult, Pending, Preemption, ScenarioError
 from jobs.visibility import placement_data
 
@@ -145,7 +146,8 @@ def _evict(p: Preemption, rows: dict[str, WorkloadInfo], ahead: _Ahead, now: dat
     info = rows[p.workload]
     victim = info.workload
     preemptor = rows.get(p.by)
-    by = preemptor.workload.name if preemptor else p.by
+    # members read the sentence: a job by its own name, never the core's workspace/name
+    by = preemptor.workload.name if preemptor else short_name(p.by)
     about = p.quota or victim.quota.name
     about = about if about.lower().startswith("quota") else f"Quota {about}"
     why = REASON_TEXT.get(p.reason, p.reason).format(quota=about)
