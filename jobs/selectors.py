@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.http import Http404
@@ -71,6 +71,31 @@ def workload_rows(queryset: QuerySet[Workload], start: int, stop: int) -> list[W
     ids = list(queryset.values_list("pk", flat=True)[start:stop])
     found = {w.pk: w for w in workload_page(Workload.objects.filter(pk__in=ids))}
     return [found[pk] for pk in ids if pk in found]
+
+
+class PodState(NamedTuple):
+    """What a list row reads of a pod."""
+
+    attempt: int
+    status: str
+
+
+def job_rows(
+    queryset: QuerySet[Workload], start: int, stop: int
+) -> list[tuple[Workload, list[PodState]]]:
+    """One page of an ordered queryset with each row's pod states, in three queries.
+
+    As workload_rows, but the pods come as plain (attempt, status) rows: a prefetch builds a
+    queryset and a model per pod, most of a 50-row page's time at 10,000 jobs.
+    """
+    ids = list(queryset.values_list("pk", flat=True)[start:stop])
+    found = Workload.objects.filter(pk__in=ids).select_related("workspace", "quota", "owner")
+    by_id = {w.pk: w for w in found}
+    pods: dict[int, list[PodState]] = {pk: [] for pk in ids}
+    rows = Pod.objects.filter(workload_id__in=ids).order_by("index", "attempt")
+    for workload_id, attempt, status in rows.values_list("workload_id", "attempt", "status"):
+        pods[workload_id].append(PodState(attempt, status))
+    return [(by_id[pk], pods[pk]) for pk in ids if pk in by_id]
 
 
 def borrowed_nodes(workload_ids: Collection[int]) -> dict[int, set[str]]:

@@ -60,7 +60,7 @@ def job_list_context(
     paginator = Paginator(found.qs, PAGE_SIZE)
     page = paginator.get_page(query.get("page"))
     start = (page.number - 1) * PAGE_SIZE
-    rows = selectors.workload_rows(found.qs, start, start + PAGE_SIZE)
+    rows = selectors.job_rows(found.qs, start, start + PAGE_SIZE)
     kept = found.given
     sort = kept.pop("sort", DEFAULT_SORT)
     number, pages = page.number, paginator.num_pages
@@ -71,7 +71,7 @@ def job_list_context(
         return "?" + urlencode({k: v for k, v in query.items() if v not in ("", None)})
 
     return {
-        "rows": [row(w, moment) for w in rows],
+        "rows": [row(w, moment, pods) for w, pods in rows],
         "total": paginator.count,
         "page": number,
         "pages": pages,
