@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobs.bridge.snapshot import UNLIMITED, build
+from jobs.bridge.snapshot import UNLIMITED, _cluster, active_workloads, to_core_workload
+from jobs.choices import Status
+from jobs.scheduling import types as core
 from jobs.scheduling.admission import idle_gpu
 from jobs.scheduling.classify import label_running
 from jobs.scheduling.snapshot import State
@@ -25,11 +27,29 @@ class Room:
     limit_left: int | None  # what the chain's max leaves (None: no max)
 
 
+def _running(now: datetime) -> core.Snapshot:
+    """The cluster with its running workloads only: the waiting ones hold nothing, and a
+    snapshot of them all is most of the cost on a long queue."""
+    cluster = _cluster()
+    running = [
+        i
+        for i in active_workloads({q.pk: q for q in cluster.quotas})
+        if i.workload.status == Status.RUNNING and i.live_pods
+    ]
+    return core.Snapshot(
+        now=now.timestamp(),
+        nodes=cluster.core_nodes,
+        quotas=cluster.core_quotas,
+        workloads=tuple(to_core_workload(i) for i in running),
+        idle_scope=cluster.idle_scope,
+    )
+
+
 def submit_room(quotas: Sequence[Quota], *, now: datetime) -> dict[int, list[Room]]:
     """Per quota id, its room in every pool it may use (one snapshot; empty when the state
     cannot be read, as while a service is above its target)."""
     try:
-        state = State(build(now).snapshot)
+        state = State(_running(now))
         label_running(state)  # the labels as the next cycle would see them
     except ScenarioError:
         return {}
