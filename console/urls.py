@@ -9,6 +9,7 @@ from django.urls import include, path
 from cluster import urls as cluster_urls
 from console import views
 from dashboard import urls as dashboard_urls
+from jobs.views.all_jobs import AllJobsView
 from quotas import urls as quotas_urls
 from workspaces import urls as workspaces_urls
 
@@ -30,6 +31,7 @@ urlpatterns = [
         include((workspaces_urls.urlpatterns + dashboard_urls.workspace_urlpatterns, "workspaces")),
     ),
     path("workspaces/<slug:workspace>/", include("jobs.urls")),
+    path("jobs/", AllJobsView.as_view(), name="all_jobs"),
     path("dashboard/", include("dashboard.urls")),
     path("api/v1/", include("console.api_urls")),
     path("django-admin/", admin.site.urls),

@@ -233,7 +233,7 @@ def test_list_sorts_by_each_column(bob, submit, login) -> None:
         ({"status": "Bogus"}, "Status: Select a valid choice. Bogus is not one of"),
         ({"owner": "abc"}, "Owner: Enter a whole number."),
         ({"owner": "9" * 30}, "Owner: Ensure this value is less than or equal to"),
-        ({"quota": "maybe"}, "Idle Resources: Select a valid choice."),
+        ({"quota": "maybe"}, "Quota status: Select a valid choice."),
         ({"sort": "nonsense"}, "Sort: Select a valid choice."),
     ],
     ids=["status", "owner-text", "owner-huge", "quota", "sort"],
