@@ -108,6 +108,12 @@ def seed(count: int) -> dict[str, Any]:
             for r in range(job.replicas)
         ]
         Pod.objects.bulk_create(pods, batch_size=2000)
+        # Every job accepts the demo's pool, as a submit would set it: the loop can plan.
+        through = Workload.node_pools.through
+        through.objects.bulk_create(
+            (through(workload_id=job.pk, nodepool_id=demo.node_pool.pk) for job in jobs),
+            batch_size=2000,
+        )
     sessions = {}
     for name in ("admin", "bob"):
         client = Client()
