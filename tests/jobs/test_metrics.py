@@ -3,6 +3,7 @@ gauges equal the quota pages' figures, and the control loop's counters count wha
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -245,3 +246,14 @@ def test_request_latency_is_labelled_by_route_never_by_path(
     routes = {s.labels["route"] for s in families["tidepool_http_request_duration_seconds"].samples}
     assert not any("999999" in r for r in routes)
     assert any(r.startswith("api/v1/") and "jobs" in r for r in routes), routes
+
+
+def test_each_cycle_logs_its_summary(
+    bob: Any, submit: Any, tick: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    submit(bob, "one", replicas=1)
+    with caplog.at_level(logging.INFO, logger="jobs.services.cycle"):
+        tick()
+    (record,) = [r for r in caplog.records if r.name == "jobs.services.cycle"]
+    assert (record.admitted, record.preempted, record.pending) == (1, 0, 0)  # type: ignore[attr-defined]
+    assert record.duration > 0  # type: ignore[attr-defined]
