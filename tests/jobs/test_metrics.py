@@ -106,9 +106,11 @@ def busy(bob: Any, carol: Any, submit: Callable[..., Workload], tick: Callable[.
     tick(1)
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "stock"])
 def test_metrics_after_a_demo_cycle_has_every_family_and_the_quota_pages_figures(
-    open_metrics: None, busy: None, client: Client, committed: Any, tick: Any
+    open_metrics: None, busy: None, client: Client, tick: Any, settings: Any, fast: bool
 ) -> None:
+    settings.TIDEPOOL_FAST_PATHS = fast
     tick(1)
     families = scrape(client)
     missing = [name for name in FAMILIES if name not in families]
@@ -123,7 +125,7 @@ def test_metrics_after_a_demo_cycle_has_every_family_and_the_quota_pages_figures
         # The quota page's Usage tab: allocated and borrowed per node pool, in milli-GPU.
         for row in quota_pool_usage(quota, quota_subtree_ids(quota)):
             assert allocated[quota.name, row.node_pool] == row.subtree_allocated / 1000
-            assert borrowed[quota.name, row.node_pool] == row.subtree_borrowed / 1000
+            assert borrowed.get((quota.name, row.node_pool), 0) == row.subtree_borrowed / 1000
             assert guaranteed[quota.name, row.node_pool] == row.guaranteed / 1000
         # The quota API's usage (attach_usage): In Quota, borrowed, pending over all pools.
         in_quota, lent_out, waiting = usage[quota.pk]
@@ -143,7 +145,7 @@ def test_metrics_after_a_demo_cycle_has_every_family_and_the_quota_pages_figures
     # Quota 1.2 lends the idle part of its 80 GPUs; Bob's borrowed 8 are outside its subtree.
     lent = samples(families["tidepool_quota_lent"], resource="gpu")
     assert lent["Quota 1.2", "A100-80G"] == 8
-    assert lent["Quota 1.1", "A100-80G"] == 0
+    assert ("Quota 1.1", "A100-80G") not in lent  # 0: absent
     memory = samples(families["tidepool_quota_allocated_in_quota"], resource="memory")
     job = Workload.objects.get(name="own")
     assert memory["Quota 1.1", "A100-80G"] == job.memory * job.replicas * 1024 * 1024
@@ -157,6 +159,34 @@ def test_metrics_after_a_demo_cycle_has_every_family_and_the_quota_pages_figures
         if s.name.endswith("_count") and s.value > 0
     }
     assert phases == {"total", "snapshot", "core", "apply"}
+
+
+def test_the_fast_path_writes_the_samples_the_library_writes(
+    open_metrics: None, busy: None, client: Client, settings: Any
+) -> None:
+    def quota_samples() -> set[tuple[str, tuple[tuple[str, str], ...], float]]:
+        return {
+            (s.name, tuple(sorted(s.labels.items())), s.value)
+            for family in scrape(client).values()
+            if family.name.startswith("tidepool_quota_")
+            for s in family.samples
+        }
+
+    settings.TIDEPOOL_FAST_PATHS = True
+    fast = quota_samples()
+    settings.TIDEPOOL_FAST_PATHS = False
+    assert fast == quota_samples()
+    assert len(fast) > 20
+
+
+def test_label_values_are_escaped_as_the_text_format_wants() -> None:
+    from console.metrics_view import Family, families_text
+
+    family = Family("tidepool_quota_guaranteed", "help", ("quota", "pool", "resource"))
+    family.samples.append((('team "a"\\b\nc', "A100", "gpu"), 1.5))
+    (parsed,) = text_string_to_metric_families(families_text([family]))
+    assert parsed.samples[0].labels["quota"] == 'team "a"\\b\nc'
+    assert parsed.samples[0].value == 1.5
 
 
 def test_quota_gauges_take_a_fixed_number_of_queries(
