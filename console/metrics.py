@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
 # No `_created` series beside each counter and histogram: they would double the per-quota ones.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # Buckets in seconds: a cycle takes milliseconds to seconds; submit→Running minutes to hours.
 FAST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
