@@ -151,6 +151,8 @@ def _escape(value: str) -> str:
 
 def _number(value: float) -> str:
     """A sample value as the text format writes it."""
+    if value.__class__ is int:
+        return f"{value}.0"
     if value == math.inf:
         return "+Inf"
     if value == -math.inf:
@@ -161,15 +163,30 @@ def _number(value: float) -> str:
 
 
 def families_text(families: list[Family]) -> str:
-    """The families in Prometheus's text format, written directly (the fast path)."""
+    """The families in Prometheus's text format, written directly (the fast path).
+
+    Each label value is escaped once however many samples carry it (a quota's name is on
+    about twenty).
+    """
+    escaped: dict[str, str] = {}
+
+    def esc(value: str) -> str:
+        text = escaped.get(value)
+        if text is None:
+            text = escaped[value] = _escape(value)
+        return text
+
     out: list[str] = []
     for family in families:
         doc = family.documentation.replace("\\", "\\\\").replace("\n", "\\n")
-        out.append(f"# HELP {family.name} {doc}\n# TYPE {family.name} gauge\n")
-        names = family.labels
-        for values, value in family.samples:
-            labels = ",".join(f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True))
-            out.append(f"{family.name}{{{labels}}} {_number(value)}\n")
+        name = family.name
+        out.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
+        first, second, third = family.labels
+        for (a, b, c), value in family.samples:
+            out.append(
+                f'{name}{{{first}="{esc(a)}",{second}="{esc(b)}",{third}="{esc(c)}"}} '
+                f"{_number(value)}\n"
+            )
     return "".join(out)
 
 
