@@ -59,6 +59,10 @@ SCALING_FIRINGS = Counter(
     "Scheduled scaling rules that scaled a service, by the service's quota.",
     ["quota"],
 )
+CYCLES = Counter(
+    "tidepool_cycles",
+    "Scheduling cycles run (a cycle skipped because another held the lock is not counted).",
+)
 CYCLE_DURATION = Histogram(
     "tidepool_cycle_duration_seconds",
     "Scheduling cycle duration, in total and by phase (snapshot, core, apply).",

@@ -203,6 +203,7 @@ def scheduling_cycle_run(*, now: datetime, backend: Backend | None = None) -> Cy
 
 def _done(summary: CycleSummary, seconds: float) -> None:
     """After the commit: observe the cycle, stamp its success, log its summary."""
+    metrics.CYCLES.inc()
     metrics.CYCLE_DURATION.labels(phase="total").observe(seconds)
     metrics.stamp(metrics.LAST_CYCLE_KEY)
     log.info(
