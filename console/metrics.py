@@ -113,8 +113,13 @@ def stamp(key: str) -> None:
 
 
 def last_success(key: str) -> float | None:
-    """The wall-clock time `stamp` last recorded under key, None if never (or unreadable)."""
-    value = cache.get(key)
+    """The wall-clock time `stamp` last recorded under key, None if never (or unreadable:
+    a scrape during a Redis outage still answers, its ages +Inf)."""
+    try:
+        value = cache.get(key)
+    except Exception as error:  # the cache backend's own errors (RedisError, OSError, …)
+        log.warning("could not read %s from the cache: %s", key, error)
+        return None
     return float(value) if value is not None else None
 
 

@@ -120,3 +120,18 @@ def test_metrics_opened_answers_anyone(closed: Any) -> None:
     response = Client(REMOTE_ADDR="10.0.0.5").get("/metrics")
     assert response.status_code == 200
     assert b"tidepool_last_cycle_age_seconds" in response.content
+
+
+def test_metrics_answers_with_infinite_ages_while_the_cache_fails(
+    closed: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise RedisConnectionError("Redis is down")
+
+    monkeypatch.setattr(metrics.cache, "get", refuse)
+    closed.TIDEPOOL_METRICS_OPEN = "1"
+    response = Client().get("/metrics")
+    assert response.status_code == 200
+    assert b"tidepool_last_cycle_age_seconds +Inf" in response.content
