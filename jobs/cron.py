@@ -217,3 +217,103 @@ def _field_problem(
         if len(values) == 2 and values[0] > values[1]:
             return f"{label} range {span} goes backwards ({values[0]} is after {values[1]})."
     return None
+
+
+# In words ------------------------------------------------------------------------------------
+
+_DAY_NAMES = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+_WEEKDAYS = frozenset(range(1, 6))
+_WEEKENDS = frozenset({0, 6})
+
+
+def describe(expr: str) -> str:
+    """The expression in words: "every day at 08:00", "weekdays at 22:00", "every 15 minutes".
+
+    It phrases the common shapes of the five fields (fixed times, every n minutes or hours,
+    weekdays, weekends, named days, days of the month, months). Anything else, such as a
+    day-of-month together with a day-of-week (cron's OR rule), L, W or #, comes back as the
+    expression itself, so what is shown is never a wrong paraphrase.
+    """
+    try:
+        cron = parse(expr)
+    except DomainError:
+        return expr
+    sim = cron._sim
+    if any(not isinstance(v, int) or v < 0 for v in (*sim.days, *sim.weekdays)):
+        return cron.text
+    minute, hour, dom, month, dow = cron.fields
+    time = _time_words(minute, hour, sorted(sim.minutes), sorted(sim.hours))
+    days = _day_words(dom, month, dow, sim)
+    if time is None or days is None:
+        return cron.text
+    (fixed, time_text), (lead, on) = time, days
+    if fixed:
+        return f"{lead} at {time_text}"
+    return f"{time_text} {on}".strip()
+
+
+def _and(items: list[str]) -> str:
+    """a; a and b; a, b and c."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _every(values: list[int], low: int, high: int) -> int | None:
+    """n when the values are low, low+n, ... up to high and n divides the range evenly (a
+    `*/n` field that is truly "every n"), else None: */7 minutes jumps from :56 to :00."""
+    if len(values) < 2 or values[0] != low:
+        return None
+    step = values[1] - values[0]
+    even = (high - low + 1) % step == 0
+    return step if even and values == list(range(low, high + 1, step)) else None
+
+
+def _count(step: int, unit: str) -> str:
+    """every minute; every 15 minutes."""
+    return f"every {unit}" if step == 1 else f"every {step} {unit}s"
+
+
+def _time_words(
+    minute: str, hour: str, minutes: list[int], hours: list[int]
+) -> tuple[bool, str] | None:
+    """(whether it names fixed times, the words) for the minute and hour fields, or None."""
+    if minute == "*" and hour == "*":
+        return False, "every minute"
+    if hour == "*" and (step := _every(minutes, 0, 59)) is not None:
+        return False, _count(step, "minute")
+    if len(minutes) != 1:
+        return None
+    (m,) = minutes
+    past = "" if m == 0 else f" at :{m:02d}"
+    if hour == "*":
+        return False, f"every hour{past}"
+    if (step := _every(hours, 0, 23)) is not None:
+        return False, f"{_count(step, 'hour')}{past}"
+    if len(hours) > 2 and hours == list(range(hours[0], hours[-1] + 1)):
+        return False, f"every hour from {hours[0]:02d}:{m:02d} to {hours[-1]:02d}:{m:02d}"
+    if len(hours) <= 6:
+        return True, _and([f"{h:02d}:{m:02d}" for h in hours])
+    return None
+
+
+def _day_words(dom: str, month: str, dow: str, sim: CronSim) -> tuple[str, str] | None:
+    """(the days leading a sentence, the same after a time) for the day fields, or None."""
+    months = "" if month == "*" else _and([calendar.month_name[m] for m in sorted(sim.months)])
+    if dom != "*" and dow != "*":
+        return None  # cron fires on either; no short phrase says that plainly
+    if dom != "*":
+        days = sorted(sim.days)
+        numbers = f"day {days[0]}" if len(days) == 1 else f"days {_and([str(d) for d in days])}"
+        text = f"on {numbers} of {months or 'every month'}"
+        return text, text
+    weekdays = {d % 7 for d in sim.weekdays if isinstance(d, int)}  # L and # left above
+    within = f" in {months}" if months else ""
+    if dow == "*" or len(weekdays) == 7:
+        return f"every day{within}", within.strip()
+    if weekdays == _WEEKDAYS:
+        lead = "weekdays"
+    elif weekdays == _WEEKENDS:
+        lead = "weekends"
+    else:
+        names = [_DAY_NAMES[d] for d in sorted(weekdays, key=lambda d: (d + 6) % 7)]
+        return f"every {_and(names)}{within}", f"on {_and(names)}{within}"
+    return f"{lead}{within}", f"on {lead}{within}"

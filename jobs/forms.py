@@ -6,6 +6,8 @@ caps; the service still checks every rule, and its refusal lands on the field it
 
 from __future__ import annotations
 
+import functools
+import zoneinfo
 from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
@@ -214,6 +216,11 @@ class InstanceStartForm(WorkloadForm):
         super().__init__(*args, **kwargs)
         del self.fields["replicas"]
         del self.fields["priority"]
+        # An instance is one pod: its shape is the instance's, with no replicas to speak of.
+        self.fields["name"].help_text = "Lower-case letters, digits and -, like notebook-1."
+        self.fields["gpu"].label = "GPUs"
+        self.fields["cpu"].label = "CPU cores"
+        self.fields["memory"].label = "Memory (GiB)"
         hours: Any = self.fields["max_hours"]
         if limits.default is not None:
             # Left empty, the service applies the workspace's default.
@@ -244,10 +251,28 @@ class ScaleForm(forms.Form):
     replicas = WholeNumberField(min_value=0, label="Target replicas")
 
 
+DEFAULT_RULE_ZONE = "UTC"
+
+
+@functools.cache
+def time_zones() -> tuple[str, ...]:
+    """Every IANA zone this machine knows, by name (UTC among them)."""
+    return tuple(sorted(zoneinfo.available_timezones() | {DEFAULT_RULE_ZONE}))
+
+
 class ScalingRuleForm(forms.ModelForm):  # type: ignore[type-arg]
     """A scheduled scaling rule: the service validates cron, time zone and target."""
 
     target_replicas = WholeNumberField(min_value=0, label="Target replicas")
+    timezone = forms.ChoiceField(
+        label="Time zone",
+        initial=DEFAULT_RULE_ZONE,
+        help_text="The cron times are wall-clock times in this zone, daylight saving included.",
+        error_messages={
+            "required": "Choose a time zone, such as UTC or Asia/Shanghai.",
+            "invalid_choice": "Choose a time zone from the list, such as UTC or Asia/Shanghai.",
+        },
+    )
     name = forms.CharField(
         max_length=63,
         strip=False,
@@ -267,6 +292,15 @@ class ScalingRuleForm(forms.ModelForm):  # type: ignore[type-arg]
             "cron": "minute hour day month weekday, e.g. 0 8 * * *",
             "exclude_cron": "Firings matching this are skipped, e.g. * * * * 6,0 for weekends.",
         }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        zones = time_zones()
+        current = self.initial.get("timezone") or DEFAULT_RULE_ZONE
+        if current not in zones:  # a rule written through the API under another spelling
+            zones = (current, *zones)
+        field: Any = self.fields["timezone"]
+        field.choices = [(z, z.replace("_", " ")) for z in zones]
 
     def _post_clean(self) -> None:
         """Skip model validation (unique name is the service's to refuse, with its message)."""

@@ -149,7 +149,11 @@ class ScalingRule(models.Model):
     exclude_cron = models.CharField(max_length=100, blank=True)
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField()
+    # The latest firing handled: a watermark, moved on without running when the schedule changes.
     last_fired_at = models.DateTimeField(null=True, blank=True)
+    # The latest firing that ran (embedded runner or beat, both through scaling_rule_fire).
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_run_result = models.CharField(max_length=300, blank=True)
     periodic_task = models.OneToOneField(
         "django_celery_beat.PeriodicTask", on_delete=models.SET_NULL, null=True, blank=True
     )

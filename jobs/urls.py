@@ -32,5 +32,8 @@ urlpatterns = [
     ),
     path("instances/", instances.InstanceListView.as_view(), name="instance_list"),
     path("instances/new/", instances.InstanceStartView.as_view(), name="instance_start"),
+    path("instances/<int:pk>/", instances.InstanceDetailView.as_view(), name="instance_detail"),
+    path("instances/<int:pk>/live/", instances.InstanceLiveView.as_view(), name="instance_live"),
+    path("instances/<int:pk>/open/", instances.InstanceOpenView.as_view(), name="instance_open"),
     path("instances/<int:pk>/stop/", instances.InstanceStopView.as_view(), name="instance_stop"),
 ]

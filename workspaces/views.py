@@ -11,7 +11,6 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -19,12 +18,13 @@ from django.views import View
 from django.views.generic import FormView, TemplateView
 
 from console import clock
+from console.confirm import confirm_or_apply
 from console.errors import DomainError
 from console.permissions import PlatformAdminRequiredMixin
 from console.units import duration_text
 from jobs.models import Workload
 from quotas.models import Quota
-from workspaces import selectors
+from workspaces import effects, selectors
 from workspaces.access import Access
 from workspaces.choices import Role
 from workspaces.forms import (
@@ -36,6 +36,7 @@ from workspaces.forms import (
     parse_rule_rows,
     rule_rows,
 )
+from workspaces.models import Membership
 from workspaces.pages import WorkspacePageMixin
 from workspaces.roles import MANAGE
 from workspaces.services import (
@@ -137,17 +138,26 @@ class WorkspaceMemberAddView(_WorkspacePage, View):
 
 
 class WorkspaceMemberRemoveView(_WorkspacePage, View):
-    """Remove a member and their permissions."""
+    """Remove a member and their permissions, once confirmed (console.confirm)."""
 
     permission = MANAGE
+    tab = "overview"  # the confirmation page sits under this tab
 
     def post(self, request: HttpRequest, name: str, user_id: int) -> HttpResponse:
-        """Remove, then back to the overview."""
-        member = get_object_or_404(
-            get_user_model(), pk=user_id, memberships__workspace=self.workspace
+        """Confirm first (the access lost, the workloads that stay); remove, then back."""
+        membership = get_object_or_404(
+            Membership.objects.select_related("user"), workspace=self.workspace, user_id=user_id
         )
+        member = membership.user
+        confirmation = effects.member_remove(
+            self.workspace, membership, actor=request.user, chrome=self.workspace_context()
+        )
+        if page := confirm_or_apply(request, confirmation):
+            return page
         workspace_member_remove(workspace=self.workspace, user=member)
         messages.success(request, f"{member.username} removed from {self.workspace.name}.")
+        if member.pk == request.user.pk:  # the workspace is out of their sight now
+            return redirect("workspaces:list")
         return redirect("workspaces:detail", name=name)
 
 
@@ -169,13 +179,17 @@ class WorkspaceQuotaBindView(_WorkspacePage, View):
 
 
 class WorkspaceQuotaUnbindView(_WorkspacePage, View):
-    """Unbind a quota and drop its usage rules (platform admins)."""
+    """Unbind a quota and drop its usage rules (platform admins), once confirmed."""
 
     platform_admin_only = True
+    tab = "overview"  # the confirmation page sits under this tab
 
     def post(self, request: HttpRequest, name: str, quota_id: int) -> HttpResponse:
-        """Unbind, then back to the overview."""
+        """Confirm first (the submits refused, the workloads that stay); unbind, then back."""
         quota = get_object_or_404(Quota, pk=quota_id, bindings__workspace=self.workspace)
+        confirmation = effects.quota_unbind(self.workspace, quota, chrome=self.workspace_context())
+        if page := confirm_or_apply(request, confirmation):
+            return page
         workspace_quota_unbind(workspace=self.workspace, quota=quota)
         messages.success(request, f"{quota.name} unbound from {self.workspace.name}.")
         return redirect("workspaces:detail", name=name)

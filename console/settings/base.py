@@ -305,6 +305,10 @@ K8S_SHARED_GPU_RESOURCE = env("TIDEPOOL_K8S_SHARED_GPU_RESOURCE", "")
 K8S_GPU_SLICES = int(env("TIDEPOOL_K8S_GPU_SLICES", "0"))
 K8S_WATCH_SECONDS = int(env("TIDEPOOL_K8S_WATCH_SECONDS", "1"))
 K8S_NODE_SYNC_SECONDS = float(env("TIDEPOOL_K8S_NODE_SYNC_SECONDS", "60"))
+# Where an interactive instance's Open link goes on Kubernetes, e.g.
+# "https://notebooks.example/{namespace}/{pod}" ({workspace}, {workload}, {node} too); empty:
+# no link. The simulated backend links to a placeholder page of the console instead.
+TIDEPOOL_INSTANCE_URL_TEMPLATE = env("TIDEPOOL_INSTANCE_URL_TEMPLATE", "")
 
 # Operating it (README "Operating it"): probes, /metrics, request ids and request latency.
 # /healthz, /readyz and /metrics are answered first, before host checks and redirects.

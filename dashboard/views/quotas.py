@@ -5,20 +5,27 @@ and apply only once the admin confirms. Their URLs join the quotas namespace (co
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
+from django.urls import reverse
 from django.views.generic import FormView, TemplateView
 
+from cluster.models import NodePool
 from console import clock
+from console.confirm import Confirmation, confirm_page, confirmed
 from console.errors import DomainError
-from console.numbers import is_digits
+from console.units import called, milli_to_gpus
 from dashboard.charts import quota_figures
 from dashboard.selectors import quotas as reads
+from dashboard.selectors.headroom import quota_headroom
 from dashboard.selectors.usage import BUCKET, quota_usage_series
+from jobs.models import Workload
 from quotas import selectors
+from quotas.amounts import RESOURCES, Amounts
 from quotas.forms import RebalanceForm, ScaleForm
 from quotas.models import Quota
 from quotas.services.quotas import quota_rebalance, quota_scale
@@ -103,7 +110,7 @@ class QuotaMonitoringView(QuotaTabMixin, TemplateView):
 
 
 class QuotaScaleView(QuotaMixin, ScaleFormView):
-    """Scale a quota's min and max on each node pool."""
+    """Scale a quota's min and max on each node pool; a cut is confirmed first."""
 
     template_name = "quotas/form.html"
     form_class = ScaleForm
@@ -117,36 +124,41 @@ class QuotaScaleView(QuotaMixin, ScaleFormView):
         return kwargs
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        """Title and the quota."""
+        """Title, the quota, and its usage and headroom before anything is typed."""
         context = super().get_context_data(**kwargs)
         context["quota"] = self.quota
         context["title"] = f"Scale {self.quota.name}"
         context["submit_label"] = "Scale"
+        context["headroom"] = quota_headroom(self.quota)
         return context
 
     def form_valid(self, form: ScaleForm) -> HttpResponse:
-        """Preview the jobs a lower min would push out of quota; scale once confirmed."""
+        """Preview what the change does to running jobs; a cut applies only once confirmed.
+
+        Raising a quota harms nothing and applies at once. Lowering any min or max, even one
+        that touches no running job, shows the confirmation first (console.confirm).
+        """
         if "back" in self.request.POST:
             return self.render_to_response(self.get_context_data(form=form))
         resources = form.resources()
         version = form.cleaned_data["version"]
-        if "confirm" not in self.request.POST:
-            try:
-                preview = reads.quota_scale_preview(
-                    actor=self.request.user,
-                    quota=self.quota,
-                    resources=resources,
-                    expected_version=version,
-                    now=clock.now(),
-                )
-            except DomainError as err:
-                form.add_service_error(err)
-                return self.form_invalid(form)
-            if preview.not_in_quota:
-                changes = selectors.amount_changes(
-                    form.node_pools, selectors.quota_amounts(self.quota), resources
-                )
-                return _preview_page(self.request, self.quota, form, preview, changes, "Scale")
+        try:
+            preview = reads.quota_scale_preview(
+                actor=self.request.user,
+                quota=self.quota,
+                resources=resources,
+                expected_version=version,
+                now=clock.now(),
+            )
+        except DomainError as err:
+            form.add_service_error(err)
+            return self.form_invalid(form)
+        current = selectors.quota_amounts(self.quota)
+        if _cuts(current, resources):
+            changes = selectors.amount_changes(form.node_pools, current, resources)
+            confirmation = _confirmation(self.quota, changes, preview, "Scale")
+            if not confirmed(self.request, confirmation):
+                return _preview_page(self.request, self.quota, confirmation, preview)
         try:
             quota_scale(
                 actor=self.request.user,
@@ -157,45 +169,81 @@ class QuotaScaleView(QuotaMixin, ScaleFormView):
         except DomainError as err:
             form.add_service_error(err)
             return self.form_invalid(form)
-        messages.success(self.request, f"Scaled quota {self.quota.name}. {_affected(self.request)}")
+        messages.success(self.request, f"Scaled quota {self.quota.name}. {_affected(preview)}")
         return redirect("quotas:list")
 
 
-def _affected(request: HttpRequest) -> str:
+def _cuts(current: dict[int, Amounts], proposed: Mapping[NodePool, Amounts]) -> bool:
+    """Whether a scale lowers any min or max (a new limit where there was none included)."""
+    for node_pool, new in proposed.items():
+        old = current.get(node_pool.pk, Amounts())
+        for r in RESOURCES:
+            if new.min(r) < old.min(r):
+                return True
+            new_max, old_max = new.max(r), old.max(r)
+            if new_max is not None and (old_max is None or new_max < old_max):
+                return True
+    return False
+
+
+def _jobs_line(jobs: list[Workload], verb: str, label: str) -> str:
+    """ "2 running jobs (16 GPUs) become Not in Quota"."""
+    count = len(jobs)
+    held = milli_to_gpus(sum(w.total_gpu for w in jobs))
+    noun = "running job" if count == 1 else "running jobs"
+    return f"{count} {noun} ({held} GPUs) {verb if count == 1 else verb[:-1]} {label}"
+
+
+def _affected(preview: reads.ScalePreview) -> str:
     """What a change did to running jobs, for the message after it."""
-    affected = request.POST.get("affected", "")
-    count = int(affected) if "confirm" in request.POST and is_digits(affected) else 0
+    count = len(preview.not_in_quota)
     if not count:
         return "No running job is affected."
     jobs = "job becomes" if count == 1 else "jobs become"
     return f"{count} running {jobs} Not in Quota (preemptible)."
 
 
+def _confirmation(
+    quota: Quota, changes: list[str], preview: reads.ScalePreview, action: str
+) -> Confirmation:
+    """The effect of a scale or rebalance: the amounts, then the running jobs it relabels."""
+    effects = [f"{called(quota.name)}: {line}." for line in changes]
+    if preview.not_in_quota:
+        effects.append(
+            _jobs_line(preview.not_in_quota, "becomes", "Not in Quota")
+            + (": it keeps" if len(preview.not_in_quota) == 1 else ": they keep")
+            + " running on borrowed capacity, but may be preempted."
+        )
+    else:
+        effects.append("No running job is affected: every running job stays In Quota.")
+    if preview.in_quota:
+        effects.append(_jobs_line(preview.in_quota, "becomes", "In Quota") + ".")
+    # The amounts too: a rebalance carries no version, so a change meanwhile shows here.
+    jobs = ",".join(str(w.pk) for w in sorted(preview.not_in_quota, key=lambda w: w.pk))
+    facts = f"{jobs or 'none'}|{';'.join(changes)}"
+    return Confirmation(
+        title=f"{action} {quota.name}",
+        effects=effects,
+        action=f"Confirm {action.lower()}",
+        back=reverse("quotas:list"),
+        facts=facts,
+    )
+
+
 def _preview_page(
-    request: HttpRequest,
-    quota: Quota,
-    form: Any,
-    preview: reads.ScalePreview,
-    changes: list[str],
-    action: str,
+    request: HttpRequest, quota: Quota, confirmation: Confirmation, preview: reads.ScalePreview
 ) -> HttpResponse:
-    """The step between the form and the change: which running jobs would lose their label."""
-    return render(
+    """The step between the form and the change: the shared confirmation with the job table."""
+    return confirm_page(
         request,
-        "quotas/preview.html",
-        {
-            "quota": quota,
-            "form": form,
-            "preview": preview,
-            "changes": changes,
-            "action": action,
-            "title": f"{action} {quota.name}",
-        },
+        confirmation,
+        template="quotas/preview.html",
+        extra={"quota": quota, "preview": preview, "back_button": True},
     )
 
 
 class QuotaRebalanceView(QuotaMixin, RebalanceFormView):
-    """Move guaranteed amounts from this quota to a sibling."""
+    """Move guaranteed amounts from this quota to a sibling, once confirmed."""
 
     template_name = "quotas/rebalance.html"
     form_class = RebalanceForm
@@ -208,27 +256,30 @@ class QuotaRebalanceView(QuotaMixin, RebalanceFormView):
         return kwargs
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        """Title and the quota."""
+        """The quota, and its usage and headroom before anything is typed."""
         context = super().get_context_data(**kwargs)
         context["quota"] = self.quota
+        context["headroom"] = quota_headroom(self.quota)
         return context
 
     def form_valid(self, form: RebalanceForm) -> HttpResponse:
-        """Preview the jobs the source would push out of quota; move once confirmed."""
+        """Preview the jobs the source would push out of quota; move once confirmed.
+
+        A rebalance always lowers the source, so it always asks, even when no job is touched.
+        """
         if "back" in self.request.POST:
             return self.render_to_response(self.get_context_data(form=form))
         kwargs = form.service_kwargs()
-        if "confirm" not in self.request.POST:
-            try:
-                preview = reads.quota_rebalance_preview(
-                    actor=self.request.user, now=clock.now(), **kwargs
-                )
-            except DomainError as err:
-                form.add_service_error(err)
-                return self.form_invalid(form)
-            if preview.not_in_quota:
-                changes = [form.change_line()]
-                return _preview_page(self.request, self.quota, form, preview, changes, "Rebalance")
+        try:
+            preview = reads.quota_rebalance_preview(
+                actor=self.request.user, now=clock.now(), **kwargs
+            )
+        except DomainError as err:
+            form.add_service_error(err)
+            return self.form_invalid(form)
+        confirmation = _confirmation(self.quota, _moves(form), preview, "Rebalance")
+        if not confirmed(self.request, confirmation):
+            return _preview_page(self.request, self.quota, confirmation, preview)
         try:
             source, target = quota_rebalance(actor=self.request.user, **kwargs)
         except DomainError as err:
@@ -236,6 +287,23 @@ class QuotaRebalanceView(QuotaMixin, RebalanceFormView):
             return self.form_invalid(form)
         messages.success(
             self.request,
-            f"Moved guaranteed resources from {source} to {target}. {_affected(self.request)}",
+            f"Moved guaranteed resources from {source} to {target}. {_affected(preview)}",
         )
         return redirect("quotas:list")
+
+
+def _moves(form: RebalanceForm) -> list[str]:
+    """The move, then each quota's GPUs before and after it."""
+    data = form.cleaned_data
+    lines = [f"move {form.change_line()}"]
+    gpu = data.get("gpu") or 0
+    if gpu:
+        node_pool = data["node_pool"]
+        for quota, sign in ((form.source, -1), (data["target"], 1)):
+            before = selectors.quota_amounts(quota).get(node_pool.pk, Amounts()).min_gpu
+            after = before + sign * gpu
+            lines.append(
+                f"{quota.name} {node_pool.name} GPU min "
+                f"{milli_to_gpus(before)} → {milli_to_gpus(after)}"
+            )
+    return lines

@@ -371,8 +371,10 @@ class ScalingRuleSerializer(serializers.ModelSerializer):  # type: ignore[type-a
             "enabled",
             "created_at",
             "last_fired_at",
+            "last_run_at",
+            "last_run_result",
         ]
-        read_only_fields = ["id", "created_at", "last_fired_at"]
+        read_only_fields = ["id", "created_at", "last_fired_at", "last_run_at", "last_run_result"]
 
 
 class UsageSampleSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]

@@ -45,3 +45,7 @@ class Backend(Protocol):
     def observe(self, *, now: datetime) -> list[PodReport]:
         """Pods whose phase changed since the last call; runs under the write lock."""
         ...
+
+    def instance_url(self, pod: Pod) -> str | None:
+        """Where a user opens a running interactive instance's pod; None when nowhere."""
+        ...

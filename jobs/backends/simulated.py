@@ -43,6 +43,13 @@ class SimulatedBackend:
     def refresh(self, *, now: datetime) -> None:
         """Nothing to catch up with: the pod rows are the cluster."""
 
+    def instance_url(self, pod: Pod) -> str | None:
+        """A placeholder page of the console itself: no simulated pod serves anything."""
+        from django.urls import reverse
+
+        workload = pod.workload
+        return reverse("jobs:instance_open", args=[workload.workspace.name, workload.pk])
+
     def observe(self, *, now: datetime) -> list[PodReport]:
         """Injected faults, started pods and finished training since the last call."""
         from jobs.models import Pod, Workload

@@ -271,12 +271,21 @@ def _due_firing(rule: ScalingRule, now: datetime) -> datetime | None:
     return latest
 
 
+def _ran(rule: ScalingRule, firing: datetime, result: str) -> None:
+    """Mark the firing handled and say what it did: the console's "last run"."""
+    rule.last_fired_at = rule.last_run_at = firing
+    rule.last_run_result = result[:300]
+    rule.save(update_fields=["last_fired_at", "last_run_at", "last_run_result"])
+
+
 @transaction.atomic
 def scaling_rule_fire(*, rule: ScalingRule, now: datetime) -> bool:
     """Apply the rule's latest firing at or before now, once; returns whether it scaled.
 
     An excluded firing (its local time matches exclude_cron) or one the service cannot take
-    (ended, target out of range) is marked handled without scaling.
+    (ended, target out of range) is marked handled without scaling. Every handled firing
+    records its time and outcome on the rule (last_run_at, last_run_result); the embedded
+    runner and Celery beat both come through here, so that record is the one to show.
     """
     write_lock()  # before the rule's row lock: the write lock always comes first
     locked = ScalingRule.objects.select_for_update().select_related("service").filter(pk=rule.pk)
@@ -287,13 +296,17 @@ def scaling_rule_fire(*, rule: ScalingRule, now: datetime) -> bool:
     firing = _due_firing(rule, now)
     if firing is None:
         return False
-    rule.last_fired_at = firing
-    rule.save(update_fields=["last_fired_at"])
     tz = zone(rule.timezone)
     if rule.exclude_cron and parse(rule.exclude_cron).matches(firing.astimezone(tz)):
+        _ran(rule, firing, f"Skipped: the exception {rule.exclude_cron} matches.")
         return False
     service = rule.service
-    if service.status in ENDED_STATUSES or service.replicas == rule.target_replicas:
+    if service.status in ENDED_STATUSES:
+        _ran(rule, firing, f"Skipped: {service.name} has ended ({service.status}).")
+        return False
+    before = service.replicas
+    if before == rule.target_replicas:
+        _ran(rule, firing, f"No change: already at {before} {_replicas_word(before)}.")
         return False
     try:
         service_scale(
@@ -311,7 +324,10 @@ def scaling_rule_fire(*, rule: ScalingRule, now: datetime) -> bool:
             at=now,
             rule=rule.pk,
         )
+        _ran(rule, firing, f"Did not scale: {error.message}")
         return False
+    target = rule.target_replicas
+    _ran(rule, firing, f"Scaled from {before} to {target} {_replicas_word(target)}.")
     quota = service.quota.name
     metrics.after_commit(lambda: metrics.SCALING_FIRINGS.labels(quota=quota).inc())
     return True

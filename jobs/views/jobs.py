@@ -13,6 +13,7 @@ from django.template.response import TemplateResponse
 from django.views import View
 from django.views.generic import TemplateView
 
+from console.confirm import confirm_or_apply
 from console.errors import DomainError
 from jobs import selectors
 from jobs.choices import Kind, Status
@@ -24,6 +25,7 @@ from jobs.views import (
     Readable,
     SubmitView,
     current_pods,
+    effects,
     now,
     pod_summary,
     quota_label,
@@ -163,13 +165,19 @@ class JobLiveView(WorkspacePageMixin, View):
 
 
 class JobCancelView(WorkspacePageMixin, View):
-    """Cancel a job (POST; submit permission)."""
+    """Cancel a job (POST; submit permission), once confirmed (console.confirm)."""
 
+    tab = "jobs"  # the confirmation page sits under this tab
     permission = SUBMIT
 
     def post(self, request: HttpRequest, workspace: str, pk: int) -> HttpResponse:
-        """Cancel through the service, then back to the job."""
+        """Confirm first (what stops, what is lost); cancel through the service, then back."""
         job = selectors.workload_in_workspace(self.workspace, pk, Kind.TRAINING)
+        confirmation = effects.job_cancel(
+            job, workspace=workspace, now=now(), chrome=self.workspace_context()
+        )
+        if page := confirm_or_apply(request, confirmation):
+            return page
         try:
             workload_cancel(actor=request.user, workload=job)
         except DomainError as error:

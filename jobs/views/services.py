@@ -11,6 +11,7 @@ from django.template.response import TemplateResponse
 from django.views import View
 from django.views.generic import FormView, TemplateView
 
+from console.confirm import confirm_or_apply
 from console.errors import DomainError
 from jobs import selectors
 from jobs.choices import ENDED_STATUSES, Kind, PodStatus
@@ -24,7 +25,7 @@ from jobs.services.scaling import (
     service_scale,
 )
 from jobs.services.workloads import Shape, service_create
-from jobs.views import Readable, SubmitView, now, refuse, row
+from jobs.views import Readable, SubmitView, effects, now, refuse, row
 from workspaces.pages import WorkspacePageMixin
 from workspaces.roles import SUBMIT
 
@@ -132,26 +133,35 @@ class _ServiceAction(WorkspacePageMixin, View):
 
 
 class ServiceScaleView(_ServiceAction):
-    """Manual Scale: set the target replicas now."""
+    """Manual Scale: set the target replicas now; scaling down is confirmed first."""
+
+    tab = "services"  # the confirmation page sits under this tab
 
     def post(self, request: HttpRequest, workspace: str, pk: int) -> HttpResponse:
-        """service_scale, then back to the service."""
+        """service_scale, then back to the service; a lower target is confirmed first."""
         service = _service(self, pk)
         form = ScaleForm(request.POST)
         if form.is_valid():
+            replicas = form.cleaned_data["replicas"]
+            # Only a cut the service would make is confirmed; a refusal shows on the form.
+            cut = service.min_replicas <= replicas < service.replicas
+            if cut and service.status not in ENDED_STATUSES:
+                confirmation = effects.service_scale_down(
+                    service, replicas, workspace=workspace, chrome=self.workspace_context()
+                )
+                if page := confirm_or_apply(request, confirmation):
+                    return page
             try:
                 service_scale(
                     service=service,
-                    replicas=form.cleaned_data["replicas"],
+                    replicas=replicas,
                     now=now(),
                     actor=request.user,
                 )
             except DomainError as error:
                 refuse(form, error)
             else:
-                messages.success(
-                    request, f"{service.name}: target {form.cleaned_data['replicas']} replicas."
-                )
+                messages.success(request, f"{service.name}: target {replicas} replicas.")
                 return redirect("jobs:service_detail", workspace=workspace, pk=pk)
         return self.again(request, pk, scale_form=form)
 
@@ -220,11 +230,23 @@ class ScalingRuleUpdateView(WorkspacePageMixin, FormView):  # type: ignore[type-
 
 
 class ScalingRuleDeleteView(_ServiceAction):
-    """Delete one scaling rule (POST)."""
+    """Delete one scaling rule (POST), once confirmed."""
+
+    tab = "services"  # the confirmation page sits under this tab
 
     def post(self, request: HttpRequest, workspace: str, pk: int, rule: int) -> HttpResponse:
-        """scaling_rule_delete, then back to the service."""
-        found = _rule(_service(self, pk), rule)
+        """Confirm first (the scaling that will not happen); scaling_rule_delete, then back."""
+        service = _service(self, pk)
+        found = _rule(service, rule)
+        confirmation = effects.rule_delete(
+            service,
+            found,
+            next_firing(found, now()),
+            workspace=workspace,
+            chrome=self.workspace_context(),
+        )
+        if page := confirm_or_apply(request, confirmation):
+            return page
         scaling_rule_delete(rule=found)
         messages.success(request, f"Deleted rule {found.name}.")
         return redirect("jobs:service_detail", workspace=workspace, pk=pk)

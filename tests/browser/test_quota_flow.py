@@ -70,6 +70,11 @@ def test_admin_adds_quotas_is_refused_a_scale_and_rebalances(demo, sign_in) -> N
     page.get_by_label("To quota").select_option(label="Quota 1.1")
     page.get_by_label("GPUs", exact=True).fill("8")
     page.get_by_role("button", name="Rebalance").click()
+    # It asks first, though no running job is touched, and says what moves.
+    effects = page.get_by_test_id("confirm-effects").inner_text()
+    assert "Quota 1.2 A100-80G GPU min 80 → 72" in effects
+    assert "No running job is affected" in effects
+    page.get_by_role("button", name="Confirm rebalance").click()
     page.wait_for_url("**/quotas/")
     assert (min_gpus(page, "Quota 1.1"), min_gpus(page, "Quota 1.2")) == ("56", "72")
 

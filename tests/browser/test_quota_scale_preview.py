@@ -94,18 +94,20 @@ def test_admin_sees_which_job_a_lower_quota_pushes_out_and_confirms(
     page.get_by_role("link", name="Scale", exact=True).click()
     page.get_by_label("A100-80G GPUs guaranteed").fill("24")
     page.get_by_role("button", name="Scale").click()
-    preview = page.get_by_test_id("scale-preview")
+    preview = page.get_by_test_id("confirm")
     assert "This running job would become Not in Quota" in preview.inner_text()
     assert preview.locator("tr[data-name='second']").count() == 1
     assert preview.locator("tr[data-name='first']").count() == 0
-    assert "A100-80G GPU min 48 → 24" in page.get_by_test_id("preview-changes").inner_text()
+    effects = page.get_by_test_id("confirm-effects").inner_text()
+    assert "Quota 1.1: A100-80G GPU min 48 → 24." in effects
+    assert "1 running job (24 GPUs) becomes Not in Quota" in effects
     _shoot(page, "quota-scale-preview")
 
     # Back keeps what was typed; Confirm then scales through the service.
     page.get_by_role("button", name="Back").click()
     assert page.get_by_label("A100-80G GPUs guaranteed").input_value() == "24"
     page.get_by_role("button", name="Scale").click()
-    page.get_by_role("button", name="Confirm").click()
+    page.get_by_role("button", name="Confirm scale").click()
     page.wait_for_url("**/quotas/")
     gpu = _row(page, "Quota 1.1").locator("[data-resource='gpu'] [data-bound='min']")
     assert gpu.inner_text() == "24"

@@ -73,15 +73,15 @@ GET_PAGES = [
     ("jobs:instance_start", ()),
 ]
 POSTS = [
-    ("jobs:job_cancel", ("job",), {}),
+    ("jobs:job_cancel", ("job",), {"confirm": "1"}),
     ("jobs:service_scale", ("service",), {"replicas": "2"}),
     (
         "jobs:rule_create",
         ("service",),
         {"name": "night", "cron": "0 22 * * *", "timezone": "UTC", "target_replicas": "1"},
     ),
-    ("jobs:rule_delete", ("service", "rule"), {}),
-    ("jobs:instance_stop", ("instance",), {}),
+    ("jobs:rule_delete", ("service", "rule"), {"confirm": "1"}),
+    ("jobs:instance_stop", ("instance",), {"confirm": "1"}),
 ]
 
 

@@ -278,6 +278,7 @@ def test_scale_within_the_parent_saves_min_and_max(demo: Demo, admin, login) -> 
             _amounts_field(demo, "min", "gpu"): "47.5",
             _amounts_field(demo, "max", "gpu"): "64",
             "version": "1",
+            "confirm": "1",
         },
     )
     assert response.status_code == 302
@@ -320,7 +321,7 @@ def test_rebalance_moves_8_gpus_and_the_tree_shows_56_and_72(demo: Demo, admin, 
     q11, q12 = demo.quotas["Quota 1.1"], demo.quotas["Quota 1.2"]
     response = client.post(
         f"/quotas/{q12.pk}/rebalance/",
-        {"target": q11.pk, "node_pool": demo.node_pool.pk, "gpu": "8"},
+        {"target": q11.pk, "node_pool": demo.node_pool.pk, "gpu": "8", "confirm": "1"},
     )
     assert response.status_code == 302
     assert (min_gpus("Quota 1.1"), min_gpus("Quota 1.2")) == (56, 72)

@@ -54,7 +54,8 @@ def test_lowering_quota_1_1_to_24_previews_the_newest_job_and_changes_nothing(
     assert 'data-name="second"' in html and 'data-name="first"' not in html
     assert f'href="/workspaces/workspace_b/jobs/{bob_48[1].pk}/"' in html
     assert "A100-80G GPU min 48 → 24" in html
-    assert ">Confirm</button>" in html and ">Back</button>" in html
+    assert ">Confirm scale</button>" in html and ">Back</button>" in html
+    assert "1 running job (24 GPUs) becomes Not in Quota" in html
     # The typed amounts ride along as hidden fields for Confirm.
     assert f'type="hidden" name="{_gpu_field(demo)}" value="24"' in html
     assert dump() == before
@@ -112,11 +113,20 @@ def test_raising_a_quota_skips_the_preview_and_says_no_job_is_affected(
     )
 
 
-def test_lowering_without_touching_a_running_job_goes_straight_through(
+def test_lowering_without_touching_a_running_job_still_asks_first(
     demo: Demo, admin, login, bob_48
 ) -> None:
     client = login(admin)
-    response = _scale(client, demo, "48", **{f"np{demo.node_pool.pk}_max_gpu": "64"})
+    before = dump()
+    limit = {f"np{demo.node_pool.pk}_max_gpu": "64"}
+    response = _scale(client, demo, "48", **limit)
+    assert response.status_code == 200
+    assert response.context["preview"].not_in_quota == []
+    html = response.content.decode()
+    assert "Quota 1.1: A100-80G GPU max ∞ → 64." in html
+    assert "No running job is affected" in html
+    assert dump() == before
+    response = _scale(client, demo, "48", confirm="1", **limit)
     assert response.status_code == 302
     assert "No running job is affected." in client.get("/quotas/").content.decode()
 
@@ -185,12 +195,20 @@ def test_rebalance_refused_before_the_preview(demo: Demo, admin, login, bob_48) 
     ]
 
 
-def test_rebalance_into_bobs_quota_goes_straight_through(demo: Demo, admin, login, bob_48) -> None:
+def test_rebalance_into_bobs_quota_asks_first_though_no_job_is_touched(
+    demo: Demo, admin, login, bob_48
+) -> None:
     q11, q12 = demo.quotas["Quota 1.1"], demo.quotas["Quota 1.2"]
-    response = login(admin).post(
-        f"/quotas/{q12.pk}/rebalance/",
-        {"target": q11.pk, "node_pool": demo.node_pool.pk, "gpu": "8"},
-    )
+    data = {"target": q11.pk, "node_pool": demo.node_pool.pk, "gpu": "8"}
+    client = login(admin)
+    response = client.post(f"/quotas/{q12.pk}/rebalance/", data)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Quota 1.2 A100-80G GPU min 80 → 72" in html
+    assert "Quota 1.1 A100-80G GPU min 48 → 56" in html
+    assert "No running job is affected" in html
+    assert (min_gpus("Quota 1.1"), min_gpus("Quota 1.2")) == (48, 80)
+    response = client.post(f"/quotas/{q12.pk}/rebalance/", {**data, "confirm": "1"})
     assert response.status_code == 302
     assert (min_gpus("Quota 1.1"), min_gpus("Quota 1.2")) == (56, 72)
 

@@ -74,12 +74,18 @@ def _request(demo: Demo, page: str, ws: str) -> tuple[str, dict[str, Any]]:
             reverse("workspaces:member_add", args=[ws]),
             {"username": "admin", "role": "viewer"},
         ),
-        "member_remove": (reverse("workspaces:member_remove", args=[ws, owner.pk]), {}),
+        "member_remove": (
+            reverse("workspaces:member_remove", args=[ws, owner.pk]),
+            {"confirm": "1"},
+        ),
         "quota_bind": (
             reverse("workspaces:quota_bind", args=[ws]),
             {"quota": str(demo.quotas["Quota 1.2"].pk)},
         ),
-        "quota_unbind": (reverse("workspaces:quota_unbind", args=[ws, quota.pk]), {}),
+        "quota_unbind": (
+            reverse("workspaces:quota_unbind", args=[ws, quota.pk]),
+            {"confirm": "1"},
+        ),
     }
     return urls[page]
 

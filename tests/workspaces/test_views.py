@@ -111,7 +111,9 @@ def test_workspace_admin_manages_members_and_rules(demo: Demo, login: Any, bob: 
         {"quota": [demo.quotas["Quota 1.1"].pk], "role": ["viewer"], "max_gpus": ["2"]},
     )
     assert response.status_code == 302
-    client.post(reverse("workspaces:member_remove", args=["workspace_b", carol.pk]))
+    client.post(
+        reverse("workspaces:member_remove", args=["workspace_b", carol.pk]), {"confirm": "1"}
+    )
     assert not Membership.objects.filter(workspace=ws, user=carol).exists()
     assert not carol.has_perm("workspaces.view_workspace", ws)
     # a workspace admin is not a platform admin: binding quotas stays refused
@@ -150,7 +152,7 @@ def test_admin_creates_binds_and_unbinds(demo: Demo, login: Any, admin: Any) -> 
     client.post(reverse("workspaces:quota_bind", args=["team-d"]), {"quota": q.pk})
     ws = Workspace.objects.get(name="team-d")
     assert list(ws.quotas.all()) == [q]
-    client.post(reverse("workspaces:quota_unbind", args=["team-d", q.pk]))
+    client.post(reverse("workspaces:quota_unbind", args=["team-d", q.pk]), {"confirm": "1"})
     assert list(ws.quotas.all()) == []
     again = client.post(reverse("workspaces:create"), {"name": "team-d"})
     assert "A workspace named team-d already exists." in again.content.decode()

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import urllib3
+from django.conf import settings
 from django.db import transaction
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
@@ -23,6 +24,7 @@ from jobs.backends.kubernetes.config import KubeConfig, api_client
 from jobs.backends.kubernetes.manifest import (
     Key,
     Refused,
+    instance_url,
     key,
     key_of,
     namespace_for,
@@ -102,6 +104,10 @@ class KubernetesBackend:
         """Stop the replica once the change commits, giving it `grace_seconds` to checkpoint."""
         name, workspace = pod.name, pod.workload.workspace.name
         transaction.on_commit(lambda: self._delete(name, workspace, grace_seconds))
+
+    def instance_url(self, pod: Pod) -> str | None:
+        """TIDEPOOL_INSTANCE_URL_TEMPLATE filled in for the pod (manifest.instance_url)."""
+        return instance_url(pod, self.kube, settings.TIDEPOOL_INSTANCE_URL_TEMPLATE)
 
     def refresh(self, *, now: datetime) -> None:
         """Read the cluster: its nodes when a node sync is due, and the pods since last time.

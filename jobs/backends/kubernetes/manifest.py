@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from kubernetes import client
 
@@ -20,6 +22,10 @@ ATTEMPT = "tidepool.io/attempt"
 POD_ID = "tidepool.io/pod-id"
 KIND = "tidepool.io/kind"
 OWNER = "tidepool"
+
+log = logging.getLogger(__name__)
+# What TIDEPOOL_INSTANCE_URL_TEMPLATE may name.
+URL_PLACEHOLDERS = ("namespace", "pod", "workspace", "workload", "node")
 
 # A replica as its pod's name and labels give it: (workload id, replica index, attempt).
 Key = tuple[int, int, int]
@@ -64,6 +70,39 @@ def namespace_for(workspace: str, kube: KubeConfig) -> str:
             "(TIDEPOOL_K8S_NAMESPACE)."
         )
     return namespace
+
+
+def instance_url(pod: Pod, kube: KubeConfig, template: str) -> str | None:
+    """The link to an interactive instance's pod: the URL template filled in, or None.
+
+    The template (TIDEPOOL_INSTANCE_URL_TEMPLATE) may use {namespace}, {pod}, {workspace},
+    {workload} and {node}, each URL-quoted. Without a template, or with one that names
+    something else, there is no link (logged): the page still shows the instance.
+    """
+    if not template:
+        return None
+    workload = pod.workload
+    try:
+        namespace = namespace_for(workload.workspace.name, kube)
+    except Refused:
+        return None
+    values = {
+        "namespace": namespace,
+        "pod": pod.name,
+        "workspace": workload.workspace.name,
+        "workload": workload.name,
+        "node": pod.node.name if pod.node else "",
+    }
+    try:
+        return template.format(**{k: quote(v, safe="") for k, v in values.items()})
+    except (KeyError, IndexError, ValueError, AttributeError) as e:
+        log.error(
+            "TIDEPOOL_INSTANCE_URL_TEMPLATE %r may only use %s (%r); no Open link.",
+            template,
+            ", ".join(f"{{{k}}}" for k in URL_PLACEHOLDERS),
+            e,
+        )
+        return None
 
 
 def gpu_resources(milli_gpu: int, kube: KubeConfig) -> dict[str, str]:
