@@ -20,6 +20,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.core.cache import cache
 from django.db import transaction
@@ -143,3 +144,26 @@ def _mark_dead() -> None:
 
 if MULTIPROC_DIR:
     atexit.register(_mark_dead)
+
+
+def process_registry() -> Any:
+    """This process's metrics, or, in multiprocess mode, those of every process sharing the
+    directory (the collectors prometheus-client offers for each)."""
+    from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
+
+    if not MULTIPROC_DIR:
+        return REGISTRY
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, MULTIPROC_DIR)  # type: ignore[no-untyped-call]
+    return registry
+
+
+def worker_metrics_serve(*, port: int, addr: str = "0.0.0.0") -> Any:
+    """Serve the worker's counters and histograms on their own port (a Celery worker pod has no
+    web server, and its metrics directory is its own): plain HTTP, no token, so a
+    NetworkPolicy lets only Prometheus in. Returns the server (its port when 0 was asked)."""
+    from prometheus_client import start_http_server
+
+    server, _ = start_http_server(port, addr=addr, registry=process_registry())
+    log.info("worker metrics on %s:%d", addr, server.server_port)
+    return server

@@ -135,3 +135,19 @@ def test_metrics_answers_with_infinite_ages_while_the_cache_fails(
     response = Client().get("/metrics")
     assert response.status_code == 200
     assert b"tidepool_last_cycle_age_seconds +Inf" in response.content
+
+
+def test_a_worker_serves_its_counters_on_its_own_port() -> None:
+    import requests
+    from prometheus_client.parser import text_string_to_metric_families
+
+    metrics.CYCLES.inc()
+    server = metrics.worker_metrics_serve(port=0, addr="127.0.0.1")
+    try:
+        text = requests.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10).text
+    finally:
+        server.shutdown()
+        server.server_close()
+    names = {f.name for f in text_string_to_metric_families(text)}
+    assert {"tidepool_cycles", "tidepool_cycle_duration_seconds"} <= names
+    assert "tidepool_quota_guaranteed" not in names  # the web processes serve those

@@ -17,7 +17,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.distributed import redis_fixtures as faults
-from tests.servers import RedisServer, postgres_stopped
+from tests.servers import RedisServer, free_port, postgres_stopped
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,6 +31,7 @@ def multiproc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     directory.mkdir()
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(directory))
     monkeypatch.setenv("TIDEPOOL_METRICS_OPEN", "1")
+    monkeypatch.setenv("TIDEPOOL_WORKER_METRICS_PORT", str(free_port()))
     return directory
 
 
@@ -78,6 +79,9 @@ def test_a_workers_cycle_counts_show_on_the_web_processs_metrics(
     assert guaranteed[(("pool", "A100-80G"), ("quota", "Quota 1"), ("resource", "gpu"))] == 128
     files = {p.name.split("_")[0] for p in multiproc.iterdir()}
     assert {"counter", "histogram"} <= files
+    # A worker in a pod of its own serves them on its port (TIDEPOOL_WORKER_METRICS_PORT).
+    worker = f"http://127.0.0.1:{os.environ['TIDEPOOL_WORKER_METRICS_PORT']}"
+    assert _scrape(worker)["tidepool_cycles_total"][()] >= 2
 
 
 def test_readyz_is_unready_while_postgresql_or_redis_is_stopped_and_ready_after(
