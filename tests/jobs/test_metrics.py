@@ -287,3 +287,18 @@ def test_each_cycle_logs_its_summary(
     (record,) = [r for r in caplog.records if r.name == "jobs.services.cycle"]
     assert (record.admitted, record.preempted, record.pending) == (1, 0, 0)  # type: ignore[attr-defined]
     assert record.duration > 0  # type: ignore[attr-defined]
+
+
+def test_every_metric_the_dashboards_and_alerts_query_is_served_with_its_labels(
+    open_metrics: None, busy: None, client: Client, tick: Any
+) -> None:
+    from tests.deploy.promql import metric_list
+
+    tick(1)
+    families = scrape(client)
+    for metric in metric_list().values():
+        family = families.get(metric.name.removesuffix("_total"))
+        assert family is not None, f"{metric.name} is not on /metrics"
+        assert family.type == metric.type, metric.name
+        for sample in family.samples:
+            assert set(sample.labels) - {"le"} <= metric.labels, (metric.name, sample.labels)
