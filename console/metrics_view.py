@@ -98,7 +98,7 @@ QUOTA_FAMILIES = (
 
 
 def quota_families() -> list[Family]:
-    """The per-quota, per-node-pool gauges from the database (5 queries).
+    """The per-quota, per-node-pool gauges from the database (4 queries).
 
     Guaranteed, limit, allocated In Quota and running workloads are written for every quota
     and node pool it has amounts on or uses; borrowed, lent, pending demand and the pending
@@ -194,7 +194,7 @@ class QuotaCollector(Collector):
     """The per-quota, per-node-pool gauges and the control loop's ages, read at scrape time."""
 
     def collect(self) -> Iterator[Any]:
-        """Yield every family (5 queries and two cache reads)."""
+        """Yield every family (4 queries and two cache reads)."""
         for family in quota_families():
             gauge = GaugeMetricFamily(family.name, family.documentation, labels=list(family.labels))
             for values, value in family.samples:

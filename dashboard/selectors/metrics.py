@@ -1,4 +1,4 @@
-"""Every quota's figures per node pool now, for the /metrics scrape (5 queries for any size).
+"""Every quota's figures per node pool now, for the /metrics scrape (4 queries for any size).
 
 The figures are those of the quota pages: a workload counts against its quota and every
 ancestor (dashboard.selectors.quotas.subtree_usage), and In Quota and borrowed split live
@@ -86,7 +86,7 @@ def _chain(pk: int, parents: dict[int, int | None]) -> list[int]:
 
 def quota_figures() -> QuotaFigures:
     """Guaranteed, limit, allocated In Quota, borrowed, pending demand and workload counts of
-    every quota on every node pool it has amounts on or uses (5 queries)."""
+    every quota on every node pool it has amounts on or uses (4 queries)."""
     names: dict[int, str] = {}
     parents: dict[int, int | None] = {}
     lend_idle: dict[int, bool] = {}

@@ -192,7 +192,7 @@ def test_label_values_are_escaped_as_the_text_format_wants() -> None:
 def test_quota_gauges_take_a_fixed_number_of_queries(
     demo: Any, busy: None, django_assert_max_num_queries: Any
 ) -> None:
-    with django_assert_max_num_queries(5):
+    with django_assert_max_num_queries(4):
         list(QuotaCollector().collect())
 
 
