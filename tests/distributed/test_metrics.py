@@ -53,6 +53,18 @@ def _ready(base: str) -> int:
         return 0
 
 
+def _database_answers() -> bool:
+    from django.db import OperationalError, connection
+
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except OperationalError:
+        connection.close()
+        return False
+
+
 def test_a_workers_cycle_counts_show_on_the_web_processs_metrics(
     multiproc: Path,
     demo: Any,
@@ -103,6 +115,8 @@ def test_readyz_is_unready_while_postgresql_or_redis_is_stopped_and_ready_after(
         assert requests.get(f"{base}/healthz", timeout=10).status_code == 200
     connection.close()
     eventually(lambda: _ready(base) == 200, timeout=60, what="/readyz after PostgreSQL")
+    # This process's pool reconnects too, before its teardown flushes the tables.
+    eventually(_database_answers, timeout=60, what="this process's database connection")
 
     redis_server.stop()
     try:
