@@ -7,10 +7,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest distributed install core migrate clean up down
 
-$(STAMP): pyproject.toml
+# npm ci fetches the front-end packages of package-lock.json (plotly.js's partial bundle)
+# into node_modules, which settings.STATICFILES_DIRS serves.
+$(STAMP): pyproject.toml package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	npm ci --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -118,6 +118,7 @@ def seed(count: int) -> dict[str, Any]:
 
 def serve_and_time(root: Path, args: Any, scratch: Path) -> dict[str, Any]:
     """Seed a database with `root`'s code, serve it from `root`, time every page."""
+    from bench import isolated
     from bench.api import _free_port, cpu_seconds, hammer
 
     env = {
@@ -133,7 +134,7 @@ def serve_and_time(root: Path, args: Any, scratch: Path) -> dict[str, Any]:
     env.pop("DATABASE_URL", None)
     began = time.perf_counter()
     seeded = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--seed-only", "--jobs", str(args.jobs)],
+        isolated(str(Path(__file__).resolve()), "--seed-only", "--jobs", str(args.jobs)),
         cwd=root,
         env=env,
         check=True,
@@ -145,14 +146,14 @@ def serve_and_time(root: Path, args: Any, scratch: Path) -> dict[str, Any]:
     env.pop("TIDEPOOL_RUNNER")
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--port", str(port), "--no-traffic"],
+        isolated("manage.py", "serve", "--port", str(port), "--no-traffic"),
         cwd=root,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=open(scratch / "server.log", "w"),  # noqa: SIM115
     )
     try:
-        _wait_until_up(port, server)
+        _wait_until_up(port, server, scratch / "server.log")
         pages: dict[str, Any] = {}
         for name, (persona, pattern) in PAGES.items():
             path = pattern.format(quota=state["quota"])
@@ -191,7 +192,7 @@ def _status(port: int, path: str, headers: dict[str, str]) -> int:
     return response.status
 
 
-def _wait_until_up(port: int, server: subprocess.Popen) -> None:
+def _wait_until_up(port: int, server: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + 90
     while True:
         try:
@@ -199,7 +200,8 @@ def _wait_until_up(port: int, server: subprocess.Popen) -> None:
             return
         except OSError:
             if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("server did not start") from None
+                tail = log.read_text()[-3000:]
+                raise SystemExit(f"server did not start:\n{tail}") from None
             time.sleep(0.2)
 
 

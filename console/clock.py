@@ -77,3 +77,10 @@ def set_clock(clock: Clock) -> Clock:
 def now() -> datetime:
     """The current time on the clock in force."""
     return _clock.now()
+
+
+def speed() -> float:
+    """How many cluster seconds pass per real second: 1 on the wall, 0 on a manual clock."""
+    if isinstance(_clock, ManualClock):
+        return 0.0
+    return float(getattr(_clock, "speed", 1.0))

@@ -10,7 +10,9 @@ from cluster import urls as cluster_urls
 from console import health, views
 from console.metrics_view import metrics_view
 from dashboard import urls as dashboard_urls
+from jobs.views.all_jobs import AllJobsView
 from quotas import urls as quotas_urls
+from workspaces import urls as workspaces_urls
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -25,8 +27,12 @@ urlpatterns = [
         "nodes/",
         include((cluster_urls.urlpatterns + dashboard_urls.node_urlpatterns, "nodes")),
     ),
-    path("workspaces/", include("workspaces.urls")),
+    path(
+        "workspaces/",
+        include((workspaces_urls.urlpatterns + dashboard_urls.workspace_urlpatterns, "workspaces")),
+    ),
     path("workspaces/<slug:workspace>/", include("jobs.urls")),
+    path("jobs/", AllJobsView.as_view(), name="all_jobs"),
     path("dashboard/", include("dashboard.urls")),
     path("api/v1/", include("console.api_urls")),
     path("django-admin/", admin.site.urls),

@@ -146,7 +146,7 @@ class JobFilter(django_filters.FilterSet):  # type: ignore[misc]
     status = StatusFilter()
     owner = IdFilter(label="Owner", field_name="owner_id", min_value=1, max_value=BIG)
     quota = django_filters.ChoiceFilter(
-        label="Idle Resources", choices=QUOTA_CHOICES, method="_quota"
+        label="Quota status", choices=QUOTA_CHOICES, method="_quota"
     )
     sort = SortFilter(label="Sort", fields={key: key for key in SORTS})
 
@@ -164,7 +164,7 @@ class JobFilter(django_filters.FilterSet):  # type: ignore[misc]
         cleaned = self.form.cleaned_data
         return {
             name: str(self.data[name])
-            for name in ("status", "owner", "quota", "sort")
+            for name in self.filters
             if cleaned.get(name) not in (None, "", [])
         }
 
@@ -175,6 +175,17 @@ class JobFilter(django_filters.FilterSet):  # type: ignore[misc]
             f"{self.filters[name].label}: {' '.join(errors)}"
             for name, errors in self.errors.items()
         ]
+
+
+class AllJobFilter(JobFilter):
+    """The All jobs page's filters: the workspace list's, plus workspace, quota and a part of
+    the name (``quota`` stays the quota status, as on a workspace's list)."""
+
+    workspace = IdFilter(label="Workspace", field_name="workspace_id", min_value=1, max_value=BIG)
+    quota_id = IdFilter(label="Quota", field_name="quota_id", min_value=1, max_value=BIG)
+    search = django_filters.CharFilter(
+        label="Name", field_name="name", lookup_expr="icontains", max_length=63
+    )
 
 
 class WorkloadFilter(django_filters.FilterSet):  # type: ignore[misc]

@@ -12,6 +12,7 @@ from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.db.models import Q
 
 from cluster.models import NodePool
@@ -47,8 +48,45 @@ def _open_pools(usable: list[UsableQuota], allowed: dict[int, dict[int, str] | N
     return Q(resource_pool_id__in=everywhere) | Q(pk__in=some)
 
 
+def plain_error(name: str, field: forms.Field, error: ValidationError) -> str:
+    """One of Django's field errors ("This field is required.", "Ensure this value is
+    greater than or equal to 1.") in plain words that name the field."""
+    label = str(field.label or name.replace("_", " ").capitalize())
+    params = error.params or {}
+    message = str(error.message % params if params else error.message)
+    code = error.code
+    stock = code == "required" or message.startswith("Select a valid choice")
+    if stock and isinstance(field, forms.ModelChoiceField):
+        return f"Choose a {label.lower()}" + (" from the list." if code != "required" else ".")
+    if stock and isinstance(field, forms.ChoiceField):
+        choices: Any = field.choices
+        options = ", ".join(str(text) for value, text in choices if value != "")
+        return f"{label}: choose one of {options}."
+    if code == "required":
+        return f"{label} is required."
+    if code == "min_value":
+        return f"{label} must be at least {params.get('limit_value')}."
+    if code == "max_value":
+        return f"{label} must be at most {params.get('limit_value')}."
+    if code == "max_decimal_places":
+        return f"{label} takes at most {params.get('max')} decimal places (like 0.125)."
+    if code == "max_length":
+        most = params.get("limit_value")
+        return f"{label} has {params.get('show_value')} characters; at most {most} are allowed."
+    if code == "invalid" and isinstance(field, forms.IntegerField) and message.startswith("Enter"):
+        return f"{label} must be a whole number, like {field.initial or 1}."
+    if code == "invalid" and message.startswith("Enter a number"):
+        return f"{label} must be a number, like {field.initial or '0.5'}."
+    if code == "invalid":
+        return message  # console.numbers already says it plainly ("Too large: ...")
+    return message
+
+
 class WorkloadForm(forms.Form):
-    """What every workload asks for: a name, a quota, a node pool and a replica shape."""
+    """What every workload asks for: a name, a quota, a node pool and a replica shape.
+
+    Django's field errors are put in plain words that name the field (plain_error).
+    """
 
     name = forms.CharField(
         max_length=63,
@@ -112,6 +150,16 @@ class WorkloadForm(forms.Form):
             self.fields["priority"].help_text = f"1-{top} for your role."
             if (self.fields["priority"].initial or 5) > top:
                 self.fields["priority"].initial = top
+
+    def full_clean(self) -> None:
+        """Django's cleaning, then its field errors in plain words."""
+        super().full_clean()
+        found: Any = getattr(self, "_errors", None)  # ErrorDict; None before any cleaning
+        for name, errors in list((found or {}).items()):
+            field = self.fields.get(name)
+            if field is not None:
+                plain = [plain_error(name, field, e) for e in errors.as_data()]
+                found[name] = self.error_class(plain, renderer=self.renderer)
 
     def shape_values(self) -> dict[str, int]:
         """The Shape's fields in the core's units: milli-GPU, millicores, MiB."""

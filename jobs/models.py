@@ -82,6 +82,8 @@ class Workload(models.Model):
             models.Index(fields=["kind", "status"]),
             # Lists show a workspace's workloads of one kind, newest first.
             models.Index(fields=["workspace", "kind", "-submitted_at", "-id"], name="list_order"),
+            # All jobs shows every workspace's training jobs, newest first (no sort of them all).
+            models.Index(fields=["kind", "-submitted_at", "-id"], name="all_list_order"),
         ]
 
     def __str__(self) -> str:

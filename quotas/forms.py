@@ -371,3 +371,99 @@ class ChildPreemptionForm(forms.Form):
 
     enabled = forms.BooleanField(required=False)
     version = WholeNumberField(required=False, widget=forms.HiddenInput)
+
+
+class QuotaSettingsForm(forms.Form):
+    """A quota's name and scheduling settings, as the API's PATCH changes them; `version` is
+    the one the page was loaded at, so a change made meanwhile is refused, not overwritten."""
+
+    name = forms.CharField(max_length=100, strip=False, validators=[names.quota_name])
+    over_quota_weight = NumberField(
+        required=False,
+        label="Over-quota weight",
+        help_text="Share of borrowed capacity. Empty: proportional to min.",
+    )
+    lend_idle = forms.BooleanField(
+        required=False, label="Lend idle resources", help_text="Others may borrow."
+    )
+    queue_strategy = forms.ChoiceField(choices=QueueStrategy.choices, label="Queue strategy")
+    version = WholeNumberField(widget=forms.HiddenInput)
+
+    def __init__(
+        self,
+        *args: Any,
+        quota: Quota,
+        node_pools: list[NodePool],
+        parent_pools: dict[int, str] | None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.quota = quota
+        pools = allowed_pools_field(node_pools, quota.parent, parent_pools)
+        pools.error_messages["invalid_choice"] = (
+            "Node pool %(value)s is not one this quota may be restricted to."
+        )
+        self.fields["allowed_node_pools"] = pools
+        self.fields["queue_strategy"].error_messages["invalid_choice"] = (
+            "Choose a queue strategy from the list."
+        )
+        self.fields["name"].error_messages["required"] = "Give the quota a name."
+
+    @staticmethod
+    def initial_for(quota: Quota) -> dict[str, Any]:
+        """The quota's stored settings, as the form shows them."""
+        weight = quota.over_quota_weight
+        return {
+            "name": quota.name,
+            "over_quota_weight": None if weight is None else Decimal(str(weight)).normalize(),
+            "lend_idle": quota.lend_idle,
+            "queue_strategy": quota.queue_strategy,
+            "allowed_node_pools": list(quota.allowed_node_pools.all()),
+            "version": quota.version,
+        }
+
+    def clean_over_quota_weight(self) -> Decimal | None:
+        """A weight is above 0; empty means proportional to min."""
+        weight: Decimal | None = self.cleaned_data.get("over_quota_weight")
+        if weight is not None and weight <= 0:
+            raise forms.ValidationError(
+                f"Over-quota weight must be above 0, not {weight}; leave it empty for a "
+                "share proportional to min."
+            )
+        return weight
+
+    def changes(self) -> dict[str, Any]:
+        """The keyword arguments of quota_update for what differs from the stored quota."""
+        data, quota = self.cleaned_data, self.quota
+        changed: dict[str, Any] = {}
+        if data["name"] != quota.name:
+            changed["name"] = data["name"]
+        weight = data.get("over_quota_weight")
+        weight = None if weight is None else float(weight)
+        if weight != quota.over_quota_weight:
+            if weight is None:
+                changed["clear_weight"] = True
+            else:
+                changed["over_quota_weight"] = weight
+        if data.get("lend_idle", False) != quota.lend_idle:
+            changed["lend_idle"] = data.get("lend_idle", False)
+        if data["queue_strategy"] != quota.queue_strategy:
+            changed["queue_strategy"] = data["queue_strategy"]
+        pools = list(data.get("allowed_node_pools") or [])
+        if {np.pk for np in pools} != {np.pk for np in quota.allowed_node_pools.all()}:
+            changed["allowed_node_pools"] = pools
+        return changed
+
+    def field_errors(self) -> list[tuple[str, str]]:
+        """(field label, message) of every field's error, for the summary above the form."""
+        return [
+            (str(self[name].label), str(message))
+            for name, messages in self.errors.items()
+            if name in self.fields
+            for message in messages
+        ]
+
+    def add_service_error(self, err: DomainError) -> None:
+        """A refused change on the field it names; a stale version concerns the whole form."""
+        field = err.field if err.field in self.fields and err.field != "version" else None
+        self.add_error(field, err.message)

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 
 from cluster.models import NodePool, ResourcePool
+from console import clock
 from quotas.choices import AuditAction, QueueStrategy
 
 
@@ -35,7 +36,7 @@ class Quota(models.Model):
         "parent allows.",
     )
     version = models.PositiveIntegerField(default=1)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=clock.now, editable=False)
 
     class Meta:
         ordering = ["name"]
@@ -83,7 +84,7 @@ class QuotaAudit(models.Model):
     action = models.CharField(max_length=12, choices=AuditAction.choices)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
-    at = models.DateTimeField(auto_now_add=True)
+    at = models.DateTimeField(default=clock.now, editable=False)
 
     class Meta:
         ordering = ["-at", "-id"]

@@ -1,4 +1,5 @@
-"""Resource Quota pages; those that read workloads are in dashboard/urls.py's quota_urlpatterns."""
+"""Resource Quota pages; those that read workloads are in dashboard/urls.py's quota_urlpatterns
+(the tree with its usage, and the Add forms with their headroom among them)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ from quotas.views import quotas
 
 app_name = "quotas"
 urlpatterns = [
-    path("", quotas.QuotaListView.as_view(), name="list"),
-    path("new/", quotas.QuotaCreateView.as_view(), name="create"),
-    path("<int:pk>/children/new/", quotas.QuotaChildCreateView.as_view(), name="create_child"),
+    path("<int:pk>/settings/", quotas.QuotaSettingsView.as_view(), name="settings"),
     path("<int:pk>/node-pools/", quotas.QuotaNodePoolsView.as_view(), name="node_pools"),
     path(
         "<int:pk>/child-preemption/",

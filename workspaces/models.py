@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from console import clock
 from quotas.models import Quota
 from workspaces.choices import Role
 
@@ -16,7 +17,7 @@ class Workspace(models.Model):
     name = models.SlugField(max_length=100, unique=True)
     description = models.TextField(blank=True)
     quotas = models.ManyToManyField(Quota, through="WorkspaceQuota", related_name="workspaces")
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=clock.now, editable=False)
     # Interactive time limits (Run:ai): what an instance gets when it asks for no duration,
     # and the longest it may ask for. Empty: no default (it must ask) and no cap.
     instance_default_duration = models.PositiveIntegerField(

@@ -118,7 +118,10 @@ class WorkspaceMemberAddView(_WorkspacePage, View):
         form = MemberForm(request.POST)
         if not form.is_valid():
             for field, errors in form.errors.items():
-                messages.error(request, f"{field}: {' '.join(str(e) for e in errors)}")
+                # The field's label, never its code: notices speak to people.
+                label = form.fields[field].label if field in form.fields else None
+                text = " ".join(str(e) for e in errors)
+                messages.error(request, f"{label}: {text}" if label else text)
             return redirect("workspaces:detail", name=name)
         try:
             membership = workspace_member_add(
@@ -127,7 +130,7 @@ class WorkspaceMemberAddView(_WorkspacePage, View):
                 role=form.cleaned_data["role"],
             )
         except DomainError as exc:
-            messages.error(request, f"{exc.field}: {exc.message}")
+            messages.error(request, exc.message)
         else:
             messages.success(
                 request,
@@ -170,7 +173,7 @@ class WorkspaceQuotaBindView(_WorkspacePage, View):
         """Bind, then back to the overview."""
         form = BindQuotaForm(request.POST, quotas=Quota.objects.all())
         if not form.is_valid():
-            messages.error(request, "quota: choose a quota to bind.")
+            messages.error(request, "Choose a quota to bind.")
         else:
             quota = form.cleaned_data["quota"]
             workspace_quota_bind(workspace=self.workspace, quota=quota)

@@ -66,6 +66,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "console.zones.DisplayZoneMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -83,6 +84,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "console.context_processors.navigation",
+                "console.context_processors.clock",
             ],
         },
     },
@@ -165,11 +167,23 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-# plotly.js is served from the plotly package itself, never from a CDN.
+# plotly.js is served from packages, never from a CDN: the plotly package's full bundle, and
+# npm's partial "finance" bundle (package.json; `make install` runs npm ci into node_modules).
+PLOTLY_FINANCE = BASE_DIR / "node_modules" / "plotly.js-finance-dist-min"
 STATICFILES_DIRS = [
     BASE_DIR / "static",
     ("plotly", str(Path(plotly.__file__).parent / "package_data")),
+    ("plotly-finance", str(PLOTLY_FINANCE)),
 ]
+
+# The pages load plotly.js deferred (console.templatetags): the partial bundle (1.3 MB: scatter,
+# bar, indicator, pie…) where npm installed it, else the full one (4.8 MB). Chromium spends
+# most of the dashboard's time to first chart evaluating it (bench/first_chart.py).
+PLOTLY_BUNDLE = (
+    "plotly-finance/plotly-finance.min.js"
+    if (PLOTLY_FINANCE / "plotly-finance.min.js").exists()
+    else "plotly/plotly.min.js"
+)
 
 REDIS_URL = env("REDIS_URL", "")
 # Live consumers re-join their group every fifth of this (jobs/consumers.py), so a member that

@@ -126,7 +126,9 @@ def _save_progress(progress: dict[int, float], now: datetime) -> None:
         chunk = items[at : at + 400]
         case = f"CASE {pk} {' '.join(['WHEN %s THEN %s'] * len(chunk))} END"
         new = RawSQL(case, [v for item in chunk for v in item], output_field=FloatField())
-        Workload.objects.filter(pk__in=[k for k, _ in chunk]).update(
+        # still running: a job preempted meanwhile was rolled back to its checkpoint, and
+        # its resume must show that checkpoint, not the progress read before
+        Workload.objects.filter(pk__in=[k for k, _ in chunk], status=Status.RUNNING).update(
             progress=new, last_progress_at=now
         )
 

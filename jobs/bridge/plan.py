@@ -19,7 +19,9 @@ from cluster.models import Node
 from jobs.bridge.snapshot import Reading, WorkloadInfo, build
 from jobs.choices import ENDED_STATUSES, EventKind, Kind, PodStatus, Status
 from jobs.models import Pod, Workload
+from jobs.progress import percent
 from jobs.scheduling.cycle import run_cycle
+from jobs.scheduling.tree import short_name
 from jobs.scheduling.types import Admission, CycleResult, Pending, Preemption, ScenarioError
 from jobs.visibility import placement_data
 
@@ -155,7 +157,8 @@ def _evict(p: Preemption, rows: dict[str, WorkloadInfo], ahead: _Ahead, now: dat
     info = rows[p.workload]
     victim = info.workload
     preemptor = rows.get(p.by)
-    by = preemptor.workload.name if preemptor else p.by
+    # members read the sentence: a job by its own name, never the core's workspace/name
+    by = preemptor.workload.name if preemptor else short_name(p.by)
     about = p.quota or victim.quota.name
     about = about if about.lower().startswith("quota") else f"Quota {about}"
     why = REASON_TEXT.get(p.reason, p.reason).format(quota=about)
@@ -259,7 +262,7 @@ def _start(
         Note(
             w,
             EventKind.PLACED,
-            f"{len(pods)} replica(s) placed on {where}.",
+            f"{len(pods)} replica{'' if len(pods) == 1 else 's'} placed on {where}.",
             placement_data(nodes_used, borrowed=not a.in_quota),
         ),
     ]
@@ -269,8 +272,8 @@ def _start(
             Note(
                 w,
                 EventKind.RESUMED,
-                f"Resumed from its last checkpoint at {100 * progress / w.total_work:.0f}% "
-                "progress.",
+                # the list and the job page show percent() of the same progress
+                f"Resumed from its last checkpoint at {percent(progress, w.total_work)}% progress.",
                 {"progress": progress},
             )
         )

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from .snapshot import State
-from .tree import Vec, fmt_gpu, quota_label, within
+from .tree import Vec, fmt_gpu, gpus, quota_label, within
 from .types import Workload
 
 ZERO: Final = (0, 0, 0)
@@ -101,9 +101,12 @@ def describe_max_block(state: State, w: Workload, pool: str, count: int) -> tupl
             if i == 0 and limit[0] == 0:
                 return f"{quota_label(a)} may not use pool {pool}", True
             if i == 0:
-                cap, uses, needs = fmt_gpu(limit[0]), fmt_gpu(used[0]), fmt_gpu(add[0])
-            else:
-                cap, uses, needs = str(limit[i]), str(used[i]), str(add[i])
+                return (
+                    f"{quota_label(a)} may use at most {gpus(limit[0])} in {pool}; it uses "
+                    f"{fmt_gpu(used[0])} and the job needs {fmt_gpu(add[0])}",
+                    False,
+                )
+            cap, uses, needs = str(limit[i]), str(used[i]), str(add[i])
             return (
                 f"{quota_label(a)} may use at most {cap} {UNITS[i]} in {pool}; it uses {uses} "
                 f"and the job needs {needs}",
@@ -231,11 +234,11 @@ def describe_quota_block(
     held = outside(state, w, pool)
     need = demand(w, count + held)[0]
     if w.idle == "idle_only":
-        return f"job {w.name} runs on idle capacity only"
+        return "the job runs on idle capacity only (Only Idle Resources)"
     more = " with its replicas running Not in Quota" if held else ""
     return (
-        f"{quota_label(quota)} has {fmt_gpu(free)} of {fmt_gpu(minimum)} GPUs free in pool {pool} "
-        f"(the job needs {fmt_gpu(need)}{more})"
+        f"{quota_label(quota)} has {fmt_gpu(free)} of {gpus(minimum)} free in pool {pool} "
+        f"(the job needs {gpus(need)}{more})"
     )
 
 

@@ -27,7 +27,7 @@ from .placement import Choice, explain_no_fit, find_node, place_replicas
 from .preemption import KINDS, Attempt, PreemptionKind, search
 from .queueing import queue_order, rank_order
 from .snapshot import Entry, State
-from .tree import fmt_gpu, quota_label
+from .tree import count, fmt_gpu, gpus, quota_label, short_name
 from .types import (
     Admission,
     CycleResult,
@@ -231,7 +231,9 @@ class Cycle:
         state.fresh.discard(v.name)
         self.new.pop(v.name, None)
         self.displaced.append(v)
-        self.waiting[v.name] = Outcome(reason=f"{by.name} took its place in this cycle")
+        self.waiting[v.name] = Outcome(
+            reason=f"job {short_name(by.name)} took its place in this cycle"
+        )
         if v.name in state.shielded:
             # v evicted someone to start In Quota, and `by`, of its quota, of higher priority
             # and In Quota there too, takes that place now: v's victims are by's (taken for
@@ -291,8 +293,8 @@ class Cycle:
         idle = idle_gpu(state, w.quota, pool)
         need = demand(w, count)[0]
         return (
-            f"{head}, and only {fmt_gpu(idle)} idle GPUs can be borrowed there "
-            f"(it needs {fmt_gpu(need)})"
+            f"{head}, and only {fmt_gpu(idle)} idle {'GPU' if idle == 1000 else 'GPUs'} can be "
+            f"borrowed there (it needs {gpus(need)})"
         )
 
 
@@ -404,7 +406,9 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
         e = state.entries.get(w.name)
         have = len(e.placements) if e is not None else 0
         if w.kind == "inference" and have:
-            reason = f"{w.replicas - have} of {w.replicas} replicas are waiting: {out.reason}"
+            left = w.replicas - have
+            verb = "is" if left == 1 else "are"
+            reason = f"{left} of {count(w.replicas, 'replica')} {verb} waiting: {out.reason}"
         else:
             reason = out.reason
         pending.append(Pending(w.name, reason))

@@ -254,7 +254,7 @@ def explain_no_fit(state: State, w: Workload) -> str:
     if not known:
         return f"no node in pool {pools} exists"
     if req.gpu >= MILLI:
-        what = f"{fmt_gpu(req.gpu)} free GPUs"
+        what = f"{fmt_gpu(req.gpu)} free GPU{'' if req.gpu == MILLI else 's'}"
         need = req.gpu // MILLI
         gpu_ok = any(any(ix.by_full[need:]) for ix in known)
     elif req.gpu > 0:

@@ -29,6 +29,22 @@ def fmt_gpu(milli: int) -> str:
     return f"{milli / MILLI:.3f}".rstrip("0").rstrip(".")
 
 
+def gpus(milli: int) -> str:
+    """An amount of GPUs with its noun, for sentences: 1 GPU, 0.5 GPUs, 8 GPUs."""
+    return f"{fmt_gpu(milli)} GPU{'' if milli == MILLI else 's'}"
+
+
+def count(n: int, noun: str) -> str:
+    """A count with its noun: 1 replica, 2 replicas."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def short_name(name: str) -> str:
+    """A workload as sentences name it: the bridge names workloads workspace/name, and a
+    member reads its own job's sentence, so the workspace is left out."""
+    return name.rpartition("/")[2]
+
+
 def quota_label(name: str) -> str:
     """How a sentence names a quota: "Quota 1.1" stays as it is, "team-a" becomes "Quota team-a"."""
     return name if name.lower().startswith("quota") else f"Quota {name}"

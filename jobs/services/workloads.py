@@ -30,6 +30,7 @@ from jobs.choices import (
 )
 from jobs.events import record
 from jobs.models import Workload
+from jobs.services.fit import workload_fit_check
 from jobs.services.scaling import scaling_rules_retire
 from jobs.wakeup import request_cycle
 from quotas.models import Quota
@@ -255,6 +256,15 @@ def _create(
         total_gpu=shape.gpu * (peak_replicas or shape.replicas),
         priority=shape.priority,
     )
+    workload_fit_check(
+        quota=quota,
+        kind=kind,
+        replicas=shape.replicas,
+        gpu=shape.gpu,
+        cpu=shape.cpu,
+        memory=shape.memory,
+        node_pools=node_pools,
+    )
     workload = Workload.objects.create(
         workspace=workspace,
         quota=quota,
@@ -469,7 +479,14 @@ def end_workload(
     workload.status_reason = reason
     workload.ended_at = now
     workload.pending_reason = ""
-    workload.save(update_fields=["status", "status_reason", "ended_at", "pending_reason"])
+    # An ended workload holds no quota: it is neither In Quota nor Not (as a queued one).
+    workload.in_quota = None
+    fields = ["status", "status_reason", "ended_at", "pending_reason", "in_quota"]
+    if status == Status.SUCCEEDED and workload.kind == Kind.TRAINING and workload.total_work:
+        # done is all of it, whether or not the backend reported progress (Kubernetes does not)
+        workload.progress = workload.checkpoint_progress = workload.total_work
+        fields += ["progress", "checkpoint_progress"]
+    workload.save(update_fields=fields)
     if workload.kind == Kind.INFERENCE:
         scaling_rules_retire(service=workload)
     record(workload, event_kind, reason, at=now)

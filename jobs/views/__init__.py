@@ -8,9 +8,10 @@ viewers; anonymous users go to login.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar, overload
 
 from django import forms
 from django.contrib import messages
@@ -19,8 +20,9 @@ from django.views.generic import FormView
 
 from console import clock
 from console.errors import DomainError
-from jobs.choices import Kind, PodStatus
+from jobs.choices import Kind, PodStatus, Status
 from jobs.models import Pod, Workload, WorkloadEvent
+from jobs.progress import percent, restarts_text
 from jobs.visibility import BORROWED, entry_nodes, hidden_nodes, scrub, sees_borrowed_nodes
 from workspaces.pages import WorkspacePageMixin
 from workspaces.roles import SUBMIT
@@ -41,25 +43,48 @@ def age(seconds: float) -> str:
     return f"{days}d {hours}h"
 
 
-def quota_label(in_quota: bool | None) -> str:
-    """The Idle Resources column: In Quota, Not in Quota, or nothing while not running."""
-    if in_quota is None:
+def quota_label(in_quota: bool | None, status: str = Status.RUNNING) -> str:
+    """The Quota status column: In Quota, Not in Quota, or nothing while not running (queued,
+    requeued or finished: a finished job holds no quota)."""
+    if in_quota is None or status != Status.RUNNING:
         return ""
     return "In Quota" if in_quota else "Not in Quota"
 
 
-def current_pods(workload: Workload) -> list[Pod]:
-    """The pods of the latest attempt (a requeued job keeps its preempted pods until resumed)."""
-    pods = list(workload.pods.all())
-    if not pods:
+class PodState(Protocol):
+    """What a pod summary reads of a pod: a Pod, or a selectors.PodState row."""
+
+    @property
+    def attempt(self) -> int: ...
+
+    @property
+    def status(self) -> str: ...
+
+
+P = TypeVar("P", bound=PodState)
+
+
+@overload
+def current_pods(workload: Workload) -> list[Pod]: ...
+
+
+@overload
+def current_pods(workload: Workload, pods: Sequence[P] | None) -> list[P]: ...
+
+
+def current_pods(workload: Workload, pods: Sequence[Any] | None = None) -> list[Any]:
+    """The pods of the latest attempt (a requeued job keeps its preempted pods until resumed);
+    `pods` when the caller read them, else the workload's prefetched pods."""
+    found: list[Any] = list(workload.pods.all()) if pods is None else list(pods)
+    if not found:
         return []
     if workload.kind == Kind.INFERENCE:
-        return [p for p in pods if p.status in (PodStatus.PENDING, PodStatus.RUNNING)]
-    latest = max(p.attempt for p in pods)
-    return [p for p in pods if p.attempt == latest]
+        return [p for p in found if p.status in (PodStatus.PENDING, PodStatus.RUNNING)]
+    latest = max(p.attempt for p in found)
+    return [p for p in found if p.attempt == latest]
 
 
-def pod_summary(pods: list[Pod]) -> list[tuple[str, int]]:
+def pod_summary(pods: Sequence[PodState]) -> list[tuple[str, int]]:
     """(status, count) of some pods, in the order PodStatus lists them."""
     counts = Counter(p.status for p in pods)
     return [(s, counts[s]) for s in PodStatus.values if counts[s]]
@@ -143,6 +168,7 @@ class Row:
     quota_label: str
     pods: list[tuple[str, int]]
     time_left: str
+    restarts: str  # "restarted 4 times: 1 fault of 3 allowed, 3 preemptions"
 
 
 def time_left(workload: Workload, now: datetime) -> str:
@@ -156,18 +182,19 @@ def time_left(workload: Workload, now: datetime) -> str:
     return age(workload.max_duration - (now - workload.started_at).total_seconds())
 
 
-def row(workload: Workload, now: datetime) -> Row:
-    """Present one workload; its pods must be prefetched."""
-    progress = None
-    if workload.kind == Kind.TRAINING and workload.total_work:
-        progress = min(int(100 * workload.progress / workload.total_work), 100)
+def row(workload: Workload, now: datetime, pods: Sequence[PodState] | None = None) -> Row:
+    """Present one workload; its pods must be prefetched, or given as `pods`."""
+    training = workload.kind == Kind.TRAINING
     return Row(
         workload=workload,
         age=age((now - workload.submitted_at).total_seconds()),
-        progress=progress,
-        quota_label=quota_label(workload.in_quota),
-        pods=pod_summary(current_pods(workload)),
+        progress=(
+            percent(workload.progress, workload.total_work, workload.status) if training else None
+        ),
+        quota_label=quota_label(workload.in_quota, workload.status),
+        pods=pod_summary(current_pods(workload, pods)),
         time_left=time_left(workload, now),
+        restarts=restarts_text(workload.restarts, workload.failures, workload.max_restarts),
     )
 
 

@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -16,10 +17,12 @@ from django.views.generic import TemplateView
 from console.confirm import confirm_or_apply
 from console.errors import DomainError
 from jobs import selectors
+from jobs.bridge.room import submit_room
 from jobs.choices import Kind, Status
 from jobs.filters import DEFAULT_SORT, JobFilter
 from jobs.forms import JobSubmitForm
 from jobs.models import Workload
+from jobs.services.fit import gpus
 from jobs.services.workloads import Shape, job_submit, workload_cancel
 from jobs.views import (
     Readable,
@@ -41,11 +44,55 @@ COLUMNS = (
     ("gpus", "GPUs", "num"),
     ("priority", "Priority", "num"),
     ("status", "Status", ""),
-    ("quota", "Idle Resources", ""),
+    ("quota", "Quota status", ""),
     ("restarts", "Restarts", "num"),
     ("progress", "Progress", "num"),
     ("age", "Age", "num"),
 )
+
+
+def job_list_context(
+    query: Any, queryset: QuerySet[Workload], filter_class: type[JobFilter] = JobFilter
+) -> dict[str, Any]:
+    """One count, one page of rows with pods, the pager and the sortable columns, for the
+    query string `query`: a fixed number of queries, whatever the row count."""
+    found = filter_class(query, queryset)
+    paginator = Paginator(found.qs, PAGE_SIZE)
+    page = paginator.get_page(query.get("page"))
+    start = (page.number - 1) * PAGE_SIZE
+    rows = selectors.job_rows(found.qs, start, start + PAGE_SIZE)
+    kept = found.given
+    sort = kept.pop("sort", DEFAULT_SORT)
+    number, pages = page.number, paginator.num_pages
+    moment = now()
+
+    def link(**changes: Any) -> str:
+        query = {**kept, "sort": sort, **changes}
+        return "?" + urlencode({k: v for k, v in query.items() if v not in ("", None)})
+
+    return {
+        "rows": [row(w, moment, pods) for w, pods in rows],
+        "total": paginator.count,
+        "page": number,
+        "pages": pages,
+        "prev_link": link(page=number - 1) if number > 1 else None,
+        "next_link": link(page=number + 1) if number < pages else None,
+        "columns": [
+            (
+                key,
+                label,
+                css,
+                link(sort=f"-{key}" if sort == key else key, page=None),
+                "asc" if sort == key else "desc" if sort == f"-{key}" else "",
+            )
+            for key, label, css in COLUMNS
+        ],
+        "filters": kept,
+        "filter_problems": found.problems,
+        "sort": sort,
+        "statuses": Status.values,
+        "live_default": number == 1 and not kept,
+    }
 
 
 class JobListView(WorkspacePageMixin, TemplateView):
@@ -58,46 +105,9 @@ class JobListView(WorkspacePageMixin, TemplateView):
         """One count, one page of rows with pods, the owners: a fixed number of queries."""
         context = super().get_context_data(**kwargs)
         context.update(self.workspace_context())
-        found = JobFilter(
-            self.request.GET, selectors.workspace_workloads(self.workspace, Kind.TRAINING)
-        )
-        paginator = Paginator(found.qs, PAGE_SIZE)
-        page = paginator.get_page(self.request.GET.get("page"))
-        start = (page.number - 1) * PAGE_SIZE
-        rows = selectors.workload_rows(found.qs, start, start + PAGE_SIZE)
-        kept = found.given
-        sort = kept.pop("sort", DEFAULT_SORT)
-        number, pages = page.number, paginator.num_pages
-        moment = now()
-
-        def link(**changes: Any) -> str:
-            query = {**kept, "sort": sort, **changes}
-            return "?" + urlencode({k: v for k, v in query.items() if v not in ("", None)})
-
-        context.update(
-            rows=[row(w, moment) for w in rows],
-            total=paginator.count,
-            page=number,
-            pages=pages,
-            prev_link=link(page=number - 1) if number > 1 else None,
-            next_link=link(page=number + 1) if number < pages else None,
-            columns=[
-                (
-                    key,
-                    label,
-                    css,
-                    link(sort=f"-{key}" if sort == key else key, page=None),
-                    "asc" if sort == key else "desc" if sort == f"-{key}" else "",
-                )
-                for key, label, css in COLUMNS
-            ],
-            filters=kept,
-            filter_problems=found.problems,
-            sort=sort,
-            statuses=Status.values,
-            owners=selectors.workload_owners(self.workspace, Kind.TRAINING),
-            live_default=number == 1 and not kept,
-        )
+        queryset = selectors.workspace_workloads(self.workspace, Kind.TRAINING)
+        context.update(job_list_context(self.request.GET, queryset))
+        context["owners"] = selectors.workload_owners(self.workspace, Kind.TRAINING)
         return context
 
 
@@ -131,7 +141,7 @@ def _detail_context(request: HttpRequest, job: Workload) -> dict[str, Any]:
         "older_summary": pod_summary(older),
         "status_reason": readable.text(job.status_reason),
         "events": readable.events(list(job.events.all())[::-1]),
-        "quota_label": quota_label(job.in_quota),
+        "quota_label": quota_label(job.in_quota, job.status),
         "waiting": job.status in (Status.QUEUED, Status.REQUEUED),
         "can_cancel": job.status in (Status.QUEUED, Status.RUNNING, Status.REQUEUED),
         "node_pools": ", ".join(np.name for np in job.node_pools.all()),
@@ -193,6 +203,28 @@ class JobSubmitView(SubmitView):
     template_name = "jobs/job_submit.html"
     form_class = JobSubmitForm
     tab = "jobs"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """The form, and the room each usable quota has now: free In Quota, idle to borrow."""
+        context = super().get_context_data(**kwargs)
+        usable = [u.quota for u in self.access.usable_quotas(self.workspace)]
+        room = submit_room(usable, now=now())
+        context["room"] = [
+            (
+                q,
+                [
+                    (
+                        r.pool,
+                        gpus(r.free_in_quota),
+                        gpus(r.idle),
+                        "no max" if r.limit_left is None else gpus(max(r.limit_left, 0)),
+                    )
+                    for r in room.get(q.pk, [])
+                ],
+            )
+            for q in usable
+        ]
+        return context
 
     def create(self, form: JobSubmitForm) -> Workload:
         """job_submit."""

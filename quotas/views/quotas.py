@@ -1,8 +1,9 @@
-"""Resource Quota pages for platform admins: the tree, add, node pools, toggle, delete.
+"""Resource Quota pages for platform admins: add, settings, node pools, toggle, delete.
 
 Views parse a form, call one service and show its DomainError on the form; services are
-atomic, so a refused change writes nothing. The pages that read workloads (a quota's tabs,
-and Scale and Rebalance with their preview of running jobs) are in dashboard/views/quotas.py.
+atomic, so a refused change writes nothing. The pages that read workloads (the tree with its
+usage, the Add forms with their headroom, a quota's tabs, and Scale and Rebalance with their
+preview of running jobs) are in dashboard/views/: they extend these where they share a form.
 """
 
 from __future__ import annotations
@@ -19,9 +20,17 @@ from django.views.generic import FormView, TemplateView
 from console.errors import DomainError
 from console.permissions import PlatformAdminRequiredMixin
 from quotas import selectors
-from quotas.forms import ChildPreemptionForm, NodePoolsForm, QuotaForm, RebalanceForm, ScaleForm
+from quotas.forms import (
+    ChildPreemptionForm,
+    NodePoolsForm,
+    QuotaForm,
+    QuotaSettingsForm,
+    RebalanceForm,
+    ScaleForm,
+)
 from quotas.models import Quota
 from quotas.services.quotas import (
+    StaleVersion,
     quota_create,
     quota_delete,
     quota_set_child_preemption,
@@ -33,20 +42,10 @@ if TYPE_CHECKING:
     ScaleFormView = FormView[ScaleForm]
     RebalanceFormView = FormView[RebalanceForm]
     NodePoolsFormView = FormView[NodePoolsForm]
+    SettingsFormView = FormView[QuotaSettingsForm]
 else:  # FormView is generic only in the stubs
     QuotaFormView = ScaleFormView = RebalanceFormView = NodePoolsFormView = FormView
-
-
-class QuotaListView(PlatformAdminRequiredMixin, TemplateView):
-    """The quota tree as an indented table, with each pool's unassigned capacity."""
-
-    template_name = "quotas/list.html"
-
-    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        """Rows of the tree, in order, with their depth."""
-        context = super().get_context_data(**kwargs)
-        context["pools"] = selectors.quota_tree_by_pool()
-        return context
+    SettingsFormView = FormView
 
 
 class QuotaMixin(PlatformAdminRequiredMixin):
@@ -170,6 +169,57 @@ class QuotaNodePoolsView(QuotaMixin, NodePoolsFormView):
             where = "every pool of its resource pool"
         messages.success(self.request, f"Workloads of {self.quota.name} now run in {where}.")
         return redirect("quotas:overview", self.quota.pk)
+
+
+class QuotaSettingsView(QuotaMixin, SettingsFormView):
+    """A quota's name and scheduling settings, saved through quota_update (as the API's PATCH)
+    only if nobody changed the quota since the page was loaded."""
+
+    template_name = "quotas/settings.html"
+    form_class = QuotaSettingsForm
+
+    def get_form_kwargs(self) -> dict[str, Any]:
+        """The quota, the node pools it may be restricted to, and its stored settings."""
+        kwargs = super().get_form_kwargs()
+        parent = self.quota.parent
+        kwargs["quota"] = self.quota
+        kwargs["node_pools"] = selectors.node_pools_for(self.quota.resource_pool)
+        kwargs["parent_pools"] = selectors.quota_pools_in_effect(parent) if parent else None
+        kwargs["initial"] = QuotaSettingsForm.initial_for(self.quota)
+        return kwargs
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """Title and the quota."""
+        context = super().get_context_data(**kwargs)
+        context["quota"] = self.quota
+        context["title"] = f"Settings of {self.quota.name}"
+        return context
+
+    def form_valid(self, form: QuotaSettingsForm) -> HttpResponse:
+        """Save what changed, or show why not; a refused change writes nothing."""
+        changes = form.changes()
+        if not changes:
+            messages.info(self.request, f"Nothing changed in {self.quota.name}.")
+            return redirect("quotas:overview", self.quota.pk)
+        try:
+            quota = quota_update(
+                actor=self.request.user,
+                quota=self.quota,
+                expected_version=form.cleaned_data["version"],
+                **changes,
+            )
+        except StaleVersion as err:
+            form.add_error(
+                None,
+                f"{err.message} Nothing was saved. Reload the page to see its settings now, "
+                "then make your change again.",
+            )
+            return self.render_to_response(self.get_context_data(form=form, stale=True))
+        except DomainError as err:
+            form.add_service_error(err)
+            return self.form_invalid(form)
+        messages.success(self.request, f"Saved the settings of {quota.name}.")
+        return redirect("quotas:overview", quota.pk)
 
 
 class QuotaChildPreemptionView(QuotaMixin, View):

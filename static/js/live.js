@@ -9,6 +9,15 @@
   if (!anchor || !window.WebSocket) return;
 
   var pending = {};
+  var WHY = {
+    reclaim: ", whose quota took back the capacity it had lent",
+    child_preemption: " by child-level preemption",
+    priority: ", which has a higher priority",
+    fair_share: " to restore fair shares of idle capacity",
+    min: " after its quota's guarantee was lowered",
+  };
+  var status = window.tidepoolLive || { connecting: function () {}, open: function () {}, closed: function () {} };
+  status.connecting();
 
   function slug(text) {
     return String(text).toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "");
@@ -150,7 +159,9 @@
       });
     }
     if (event.kind === "preempted") {
-      var why = event.reason ? " (" + String(event.reason).replace(/_/g, " ") + ")" : "";
+      // The reason is a code of the scheduler's (jobs/scheduling/types.py REASONS): say it
+      // in words, or not at all.
+      var why = WHY[event.reason] || "";
       notice(event.name + " was preempted by " + (event.by || "another workload") + why + ".");
     }
   }
@@ -220,6 +231,7 @@
       opened = true;
       delay = 500;
       document.documentElement.dataset.live = "open";
+      status.open();
       socket.send(JSON.stringify({ after: after }));
     };
     socket.onmessage = function (message) {
@@ -234,6 +246,7 @@
     socket.onclose = function (closed) {
       document.documentElement.dataset.live = "closed";
       if (opened) after = askFrom(Date.now());
+      status.closed(closed.code === 4403);
       if (closed.code === 4403) return; // refused: not a member any more
       // Soon, and spread out: every page reconnects when Redis or a web process returns.
       setTimeout(connect, delay + Math.random() * 500);

@@ -48,7 +48,7 @@ def test_jobs_list_and_detail_give_members_no_node_of_a_borrowed_job(
     detail = member.get(f"/api/v1/jobs/{job.pk}/").json()
     assert [(p["node"], p["borrowed"]) for p in detail["pods"]] == [(None, True)] * 7
     [placed] = [e for e in detail["events"] if e["kind"] == EventKind.PLACED]
-    assert placed["message"] == "7 replica(s) placed on idle capacity."
+    assert placed["message"] == "7 replicas placed on idle capacity."
     assert placed["data"] == {"borrowed": True}
 
     platform = api(admin)

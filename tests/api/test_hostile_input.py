@@ -172,8 +172,8 @@ def _job_form(demo: Demo, **changes: str) -> dict[str, Any]:
         ("gpu", "1e999000", TOO_LARGE),
         ("replicas", "9" * 5000, TOO_LONG),
         # Fits the form's old IntegerField, but not the column once in seconds: answered 500.
-        ("checkpoint_minutes", str(10**18), "less than or equal to 35791394"),
-        ("memory", "5000000", "less than or equal to 2097151"),
+        ("checkpoint_minutes", str(10**18), "must be at most 35791394"),
+        ("memory", "5000000", "must be at most 2097151"),
     ],
     ids=["cpu", "gpu", "replicas", "checkpoint-overflows-column", "memory-overflows-column"],
 )

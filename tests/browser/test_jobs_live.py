@@ -146,7 +146,9 @@ def test_service_scale_up_preempts_bobs_borrowed_job_live(
     row.locator("[data-field=pods]").get_by_text("5 Resource Preempted").wait_for()
     row.locator("[data-field=status]").get_by_text("Requeued").wait_for()
     notice = page.get_by_test_id("notices")
-    notice.get_by_text("borrowed was preempted by chat-api (reclaim).").wait_for()
+    notice.get_by_text(
+        "borrowed was preempted by chat-api, whose quota took back the capacity it had lent."
+    ).wait_for()
     assert page.evaluate("window.__same_page") is True  # no reload
     assert Workload.objects.get(pk=borrowed.pk).status == Status.REQUEUED
 

@@ -14,6 +14,12 @@ def row(page: Any, name: str) -> Any:
     return page.locator(f"tr[data-quota='{name}']")
 
 
+def action(page: Any, name: str, label: str) -> Any:
+    """A link of a tree row's action menu, with the menu opened."""
+    row(page, name).locator("details.row-menu summary").click()
+    return row(page, name).get_by_role("link", name=label, exact=True)
+
+
 def min_gpus(page: Any, name: str) -> str:
     """The guaranteed GPUs a tree row shows."""
     return row(page, name).locator("[data-resource='gpu'] [data-bound='min']").inner_text()
@@ -42,7 +48,7 @@ def test_admin_adds_quotas_is_refused_a_scale_and_rebalances(demo, sign_in) -> N
     assert row(page, "Quota 2").count() == 1
 
     # A child of Quota 2, with the parent fixed.
-    row(page, "Quota 2").get_by_role("link", name="New Child-level Resource Quota").click()
+    action(page, "Quota 2", "New Child-level Resource Quota").click()
     assert page.get_by_test_id("parent").inner_text() == "Quota 2"
     page.get_by_label("Name", exact=True).fill("Quota 2.1")
     page.get_by_label("A100-80G CPU cores guaranteed").fill("8")
@@ -53,7 +59,7 @@ def test_admin_adds_quotas_is_refused_a_scale_and_rebalances(demo, sign_in) -> N
     assert row(page, "Quota 2.1").locator(".badge").inner_text() == "Child-level Preemption"
 
     # Scaling Quota 1.1 to 56 while Quota 1.2 holds 80 of Quota 1's 128 is refused.
-    row(page, "Quota 1.1").get_by_role("link", name="Scale", exact=True).click()
+    action(page, "Quota 1.1", "Scale").click()
     gpu = page.get_by_label("A100-80G GPUs guaranteed")
     assert gpu.input_value() == "48"
     gpu.fill("56")
@@ -66,7 +72,7 @@ def test_admin_adds_quotas_is_refused_a_scale_and_rebalances(demo, sign_in) -> N
     assert min_gpus(page, "Quota 1.1") == "48"
 
     # Rebalance 8 GPUs from Quota 1.2 to Quota 1.1 in one step: 56 / 72.
-    row(page, "Quota 1.2").get_by_role("link", name="Rebalance").click()
+    action(page, "Quota 1.2", "Rebalance").click()
     page.get_by_label("To quota").select_option(label="Quota 1.1")
     page.get_by_label("GPUs", exact=True).fill("8")
     page.get_by_role("button", name="Rebalance").click()
@@ -79,7 +85,7 @@ def test_admin_adds_quotas_is_refused_a_scale_and_rebalances(demo, sign_in) -> N
     assert (min_gpus(page, "Quota 1.1"), min_gpus(page, "Quota 1.2")) == ("56", "72")
 
     # The Overview's audit log shows the rebalance and, below it, the earlier create.
-    row(page, "Quota 1.1").get_by_role("link", name="Overview").click()
+    action(page, "Quota 1.1", "Overview").click()
     audit = page.get_by_test_id("audit-log")
     entries = audit.locator("tbody tr")
     assert entries.nth(0).get_attribute("data-action") == "rebalance"

@@ -108,7 +108,7 @@ def test_members_read_no_node_of_a_borrowed_job_and_admins_read_them(
         assert code == 0 and out, command
         assert named(out) == [], command
     _, out, _ = cli("job", "logs-events", "borrower")
-    assert "7 replica(s) placed on idle capacity." in out
+    assert "7 replicas placed on idle capacity." in out
 
     _login(cli, "admin")
     _, out, _ = cli("job", "logs-events", "borrower")

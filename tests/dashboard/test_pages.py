@@ -110,7 +110,7 @@ def test_grid_shows_cordoned_nodes_and_device_states(demo, login, admin) -> None
 
 def test_dashboard_embeds_local_plotly_and_no_cdn(demo, login, admin) -> None:
     body = login(admin).get(reverse("dashboard:cluster")).content.decode()
-    assert '<script src="/static/plotly/plotly.min.js">' in body
+    assert '<script src="/static/plotly-finance/plotly-finance.min.js" defer>' in body
     assert "cdn" not in body.lower()
     assert 'id="dashboard-figures"' in body
 

@@ -49,7 +49,7 @@ def test_job_pages_show_members_no_node_of_a_borrowed_job(
 ) -> None:
     job = borrow(submit, tick, bob)
     placed = job.events.get(kind=EventKind.PLACED)
-    assert placed.message == "7 replica(s) placed on idle capacity."
+    assert placed.message == "7 replicas placed on idle capacity."
     assert placed.data["borrowed"] is True and len(placed.data["nodes"]) == 7
     nodes = {p.node.name for p in job.pods.all()}
 
@@ -127,7 +127,7 @@ def test_a_pod_relabelled_not_in_quota_hides_its_node_until_it_is_in_quota_again
     assert own.in_quota is False and all(p.borrowed for p in own.pods.all())
     body = _read(login(bob), detail)
     assert named(body) == []
-    assert "6 replica(s) placed on borrowed nodes." in body
+    assert "6 replicas placed on borrowed nodes." in body
     replayed = events_after(0, limit=100, members=True, workload__workspace_id=own.workspace_id)
     assert replayed is not None and named(repr(replayed)) == []
     assert named(_read(login(admin), detail))

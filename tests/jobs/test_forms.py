@@ -257,7 +257,7 @@ def test_instance_form_refuses_a_duration_past_the_cap_on_its_field(demo, login,
         "workspace_b caps interactive instances at 8 h; this asks for 87600 h."
     ]
     empty = login(bob).post(url, _instance(demo))
-    assert empty.context["form"].errors["max_hours"] == ["This field is required."]
+    assert empty.context["form"].errors["max_hours"] == ["Maximum duration (hours) is required."]
     assert not Workload.objects.filter(name="notebook").exists()
 
 

@@ -193,7 +193,7 @@ def test_monitoring_tab_charts_the_subtree_in_quota_and_borrowed(
     assert set(traces[0]["y"]) == {48.0} and set(traces[1]["y"]) == {40.0}
     assert figures["allocation"]["layout"]["shapes"][0]["y0"] == 128
     assert set(figures["pending"]["data"][0]["y"]) == {8.0}
-    assert "plotly/plotly.min.js" in html and "js/quotas.js" in html
+    assert "/static/plotly-finance/plotly-finance.min.js" in html and "js/quotas.js" in html
     assert "5-minute averages" in html
 
 

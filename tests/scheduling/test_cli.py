@@ -120,7 +120,7 @@ def test_explain_prints_the_decisions_as_json(tmp_path: Path) -> None:
     assert data["pending"] == [
         {
             "workload": "w4",
-            "reason": "Quota q1.1 has 7.5 of 8 GPUs free in pool a100 (the job needs 16), "
+            "reason": "Quota q1.1 has 7.5 of 8 GPUs free in pool a100 (the job needs 16 GPUs), "
             "and idle borrowing is off for this job",
         }
     ]

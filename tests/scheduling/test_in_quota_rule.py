@@ -161,7 +161,7 @@ RULES = {
         lambda: issue_13(newcomer("none").priority(5)),
         classification={"x": True},
         pending={
-            "y": "Quota A has 0 of 8 GPUs free in pool a100 (the job needs 8), and idle "
+            "y": "Quota A has 0 of 8 GPUs free in pool a100 (the job needs 8 GPUs), and idle "
             "borrowing is off for this job"
         },
     ),
@@ -274,8 +274,8 @@ RULES = {
         ),
         classification={"own": True},
         pending={
-            "job": "Quota B has 0 of 8 GPUs free in pool a100 (the job needs 8), and Quota B may "
-            "use at most 12 GPUs in a100; it uses 8 and the job needs 8"
+            "job": "Quota B has 0 of 8 GPUs free in pool a100 (the job needs 8 GPUs), and "
+            "Quota B may use at most 12 GPUs in a100; it uses 8 and the job needs 8"
         },
     ),
     "a_max_of_zero_forbids_the_pool": Rule(
@@ -305,8 +305,8 @@ RULES = {
         admitted={"j1": False},
         classification={"own": True, "j1": False},
         pending={
-            "j2": "Quota B has 0 of 8 GPUs free in pool a100 (the job needs 16), and only 8 idle "
-            "GPUs can be borrowed there (it needs 16)"
+            "j2": "Quota B has 0 of 8 GPUs free in pool a100 (the job needs 16 GPUs), and only "
+            "8 idle GPUs can be borrowed there (it needs 16 GPUs)"
         },
     ),
 }

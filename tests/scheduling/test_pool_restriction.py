@@ -100,8 +100,8 @@ CASES = {
         ),
         classification={"l-own": True, "own": True},
         pending={
-            "j": "job j runs on idle capacity only, and only 0 idle GPUs can be borrowed there "
-            "(it needs 8)"
+            "j": "the job runs on idle capacity only (Only Idle Resources), and only 0 idle GPUs "
+            "can be borrowed there (it needs 8 GPUs)"
         },
     ),
     # With t4 forbidden, A's urgent job takes its place in a100 by priority rather than

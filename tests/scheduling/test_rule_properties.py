@@ -230,13 +230,14 @@ def test_every_reclaim_victim_ran_on_borrowed_capacity(steps: list[Step]) -> Non
             assert p.quota == by_name[p.by].quota
 
 
-IDLE = re.compile(r"only ([\d.]+) idle GPUs can be borrowed there \(it needs ([\d.]+)\)")
+IDLE = re.compile(r"only ([\d.]+) idle GPUs? can be borrowed there \(it needs ([\d.]+) GPUs?\)")
 MAX = re.compile(
-    r"(\S+(?: \S+)?) may use at most ([\d.]+) GPUs in (\S+); "
+    r"(\S+(?: \S+)?) may use at most ([\d.]+) GPUs? in (\S+); "
     r"it uses ([\d.]+) and the job needs ([\d.]+)"
 )
 FREE = re.compile(
-    r"(\S+(?: \S+)?) has ([\d.]+) of ([\d.]+) GPUs free in pool (\S+) \(the job needs ([\d.]+)"
+    r"(\S+(?: \S+)?) has ([\d.]+) of ([\d.]+) GPUs? free in pool (\S+) "
+    r"\(the job needs ([\d.]+) GPUs?"
 )
 
 

@@ -599,7 +599,7 @@ def test_a_service_running_not_in_quota_starts_no_borrowed_replica() -> None:
     [pending] = result.pending
     assert pending.workload == "b"
     assert pending.reason == (
-        "1 of 3 replicas are waiting: Quota q has 1 of 3 GPUs free in pool a100 (the job needs "
-        "3 with its replicas running Not in Quota), and inference services never borrow idle "
+        "1 of 3 replicas is waiting: Quota q has 1 of 3 GPUs free in pool a100 (the job needs "
+        "3 GPUs with its replicas running Not in Quota), and inference services never borrow idle "
         "capacity"
     )

@@ -22,6 +22,8 @@ from console.serving import application, serve
 from console.traffic import DemoTraffic
 from jobs.models import ControlState
 
+WHITENOISE = "whitenoise.middleware.WhiteNoiseMiddleware"
+
 
 class Command(BaseCommand):
     """`python manage.py serve --port 8000`: what `make demo` runs."""
@@ -45,7 +47,8 @@ class Command(BaseCommand):
             self.stdout.write(f"Cluster backend {settings.TIDEPOOL_BACKEND}, wall clock.")
         self.stdout.write(f"Serving http://127.0.0.1:{options['port']}/ (Ctrl-C stops).")
         config = uvicorn.Config(
-            application(static=settings.DEBUG),
+            # Static files from the finders whatever DEBUG says, unless WhiteNoise serves them.
+            application(static=WHITENOISE not in settings.MIDDLEWARE),
             host="127.0.0.1",
             port=options["port"],
             loop="uvloop",
