@@ -4,7 +4,8 @@
 
 --compare runs the same requests with TIDEPOOL_FAST_PATHS on and off (console.fast), each on
 a copy of the one seeded database, and prints median, p95 and server CPU per request side by
-side with their ratios.
+side with their ratios. `--switch TIDEPOOL_METRICS_HTTP` compares that setting instead (the
+request-latency middleware of /metrics, console.metrics_view).
 
 Seeds a scratch SQLite database (bulk_create), starts a real server process
 (`manage.py serve --no-traffic`: uvicorn plus the in-process control loop on the simulated
@@ -270,7 +271,10 @@ def main() -> None:
     parser.add_argument(
         "--compare",
         action="store_true",
-        help="run with TIDEPOOL_FAST_PATHS on, then off, each on a copy of one seeded database",
+        help="run with the switch on, then off, each on a copy of one seeded database",
+    )
+    parser.add_argument(
+        "--switch", default="TIDEPOOL_FAST_PATHS", help="the setting --compare flips"
     )
     args = parser.parse_args()
 
@@ -294,13 +298,13 @@ def main() -> None:
         cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     connection.close()
 
-    switch = os.environ.get("TIDEPOOL_FAST_PATHS", "1")
+    switch = os.environ.get(args.switch, "1")
     runs = ("1", "0") if args.compare else (switch,)
     figures = {}
     for value in runs:
         database = scratch / f"bench-{value}.sqlite3"
         shutil.copyfile(scratch / "bench.sqlite3", database)
-        run_env = {**env, "SQLITE_PATH": str(database), "TIDEPOOL_FAST_PATHS": value}
+        run_env = {**env, "SQLITE_PATH": str(database), args.switch: value}
         figures[value] = measure(run_env, tokens, args)
 
     head = {
@@ -313,7 +317,9 @@ def main() -> None:
     if args.compare:
         body = {
             "compare": "TIDEPOOL_FAST_PATHS on (speed layer) vs off (stock ORM, serializers, "
-            "SQLite backend, ASGI handler)",
+            "SQLite backend, ASGI handler)"
+            if args.switch == "TIDEPOOL_FAST_PATHS"
+            else f"{args.switch} on vs off",
             **side_by_side(figures["1"], figures["0"]),
             "error_samples": figures["1"]["error_samples"] + figures["0"]["error_samples"],
         }

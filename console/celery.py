@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from celery import Celery
+from celery.signals import worker_ready
 
 from jobs.tasks import SCHEDULE
 
@@ -19,3 +21,13 @@ app.conf.beat_schedule = {
     for name, seconds in SCHEDULE.items()
     if name != "jobs.tasks.scaling_rules_due"
 }
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def _serve_metrics(**_: Any) -> None:
+    """TIDEPOOL_WORKER_METRICS_PORT: the worker serves its metrics there (console.metrics)."""
+    port = int(os.environ.get("TIDEPOOL_WORKER_METRICS_PORT", "0") or 0)
+    if port:
+        from console.metrics import worker_metrics_serve
+
+        worker_metrics_serve(port=port)

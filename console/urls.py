@@ -7,7 +7,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from cluster import urls as cluster_urls
-from console import views
+from console import health, views
+from console.metrics_view import metrics_view
 from dashboard import urls as dashboard_urls
 from jobs.views.all_jobs import AllJobsView
 from quotas import urls as quotas_urls
@@ -35,6 +36,10 @@ urlpatterns = [
     path("dashboard/", include("dashboard.urls")),
     path("api/v1/", include("console.api_urls")),
     path("django-admin/", admin.site.urls),
+    # Answered by console.health.ProbeMiddleware first; named here for reverse() and routes.
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
 ]
 
 # A database or Redis outage answers 503 (JSON under /api/), anything else Django's 500.

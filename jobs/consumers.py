@@ -25,6 +25,7 @@ from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from redis.exceptions import RedisError
 
+from console import metrics
 from jobs.events import events_after, latest_seq
 from jobs.live import CLUSTER_GROUP, quota_group, workspace_group
 from workspaces.access import Access
@@ -74,6 +75,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.outbox = []
+        self.counted = False  # in tidepool_websocket_connections
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Serve the socket; if the channel layer fails (Redis down), close it for a retry."""
@@ -87,6 +89,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             for task in (self.rejoin, self.sender):
                 if task is not None:
                     task.cancel()
+            if self.counted:
+                metrics.WEBSOCKETS.dec()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Run the message's handler, without Channels' hop to a thread before each one.
@@ -116,6 +120,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.rejoin = asyncio.create_task(self.keep_joined(self.group))
         await self.accept()
+        self.counted = True
+        metrics.WEBSOCKETS.inc()
 
     async def disconnect(self, code: int) -> None:
         """Leave the group."""

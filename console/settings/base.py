@@ -323,3 +323,20 @@ K8S_NODE_SYNC_SECONDS = float(env("TIDEPOOL_K8S_NODE_SYNC_SECONDS", "60"))
 # "https://notebooks.example/{namespace}/{pod}" ({workspace}, {workload}, {node} too); empty:
 # no link. The simulated backend links to a placeholder page of the console instead.
 TIDEPOOL_INSTANCE_URL_TEMPLATE = env("TIDEPOOL_INSTANCE_URL_TEMPLATE", "")
+
+# Operating it (README "Operating it"): probes, /metrics, request ids and request latency.
+# /healthz, /readyz and /metrics are answered first, before host checks and redirects.
+MIDDLEWARE = [
+    "console.health.ProbeMiddleware",
+    "console.logs.RequestIdMiddleware",
+    "console.metrics_view.RequestTimingMiddleware",
+    *MIDDLEWARE,
+]
+# /metrics needs `Authorization: Bearer <token>`, or TIDEPOOL_METRICS_OPEN: "1" (anyone) or
+# "localhost" (loopback clients, for `make demo`). Neither: 403. Never open by default.
+TIDEPOOL_METRICS_TOKEN = env("TIDEPOOL_METRICS_TOKEN", "")
+TIDEPOOL_METRICS_OPEN = env("TIDEPOOL_METRICS_OPEN", "0")
+# Request latency by route (console.metrics_view.RequestTimingMiddleware); 0 leaves it out.
+TIDEPOOL_METRICS_HTTP = env_bool("TIDEPOOL_METRICS_HTTP", True)
+# In the distributed mode /readyz wants a cycle this recent (seconds); 0 leaves it out.
+TIDEPOOL_READY_CYCLE_AGE = float(env("TIDEPOOL_READY_CYCLE_AGE", "120"))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
+from console.logs import json_logging
+
 from .base import *  # noqa: F403
 from .base import env, env_bool
 
@@ -25,3 +27,8 @@ STORAGES = {
 }
 TIDEPOOL_RUNNER = env("TIDEPOOL_RUNNER", "celery")
 TIDEPOOL_BACKEND = env("TIDEPOOL_BACKEND", "kubernetes")
+
+# One JSON object a line on stderr (console/logs.py); Celery keeps its hands off the root
+# logger, so the worker's and beat's records are JSON too.
+LOGGING = json_logging(env("LOG_LEVEL", "WARNING"))
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -6,8 +6,9 @@ rows as the decisions before it leave them (`_Ahead`), as if they had been appli
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -115,14 +116,24 @@ class _Ahead:
         self.changed[w.pk].update(values)
 
 
-def cycle_plan(now: datetime) -> Plan:
-    """Snapshot the database, run the core on it and plan the row changes it decided."""
+def cycle_plan(now: datetime, *, phase: Callable[[str, float], None] | None = None) -> Plan:
+    """Snapshot the database, run the core on it and plan the row changes it decided.
+
+    `phase`, if given, is told the seconds the snapshot and the core (with the planning of
+    row changes) took, for the cycle's metrics.
+    """
+    started = time.perf_counter()
     reading = build(now)
+    read = time.perf_counter()
     try:
         result = run_cycle(reading.snapshot)
     except ScenarioError as error:
         raise Unplannable(str(error)) from error
-    return plan(reading, result, now)
+    planned = plan(reading, result, now)
+    if phase is not None:
+        phase("snapshot", read - started)
+        phase("core", time.perf_counter() - read)
+    return planned
 
 
 def plan(reading: Reading, result: CycleResult, now: datetime) -> Plan:

@@ -6,6 +6,8 @@ service takes the locks and applies the plan.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,6 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from cluster.locking import state_version, write_lock
+from console import metrics
 from jobs.backends import get_backend
 from jobs.backends.base import Backend
 from jobs.bridge.plan import Eviction, Plan, Relabel, Start, Unplannable, cycle_plan
@@ -22,6 +25,9 @@ from jobs.events import Timeline, batch, record
 from jobs.models import ControlState, Pod, Workload
 from jobs.services.pods import pods_end
 from jobs.wakeup import request_sync
+from quotas.models import Quota
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -60,9 +66,51 @@ def _scale_down(now: datetime, backend: Backend) -> bool:
     return stopped
 
 
+def _phase(name: str, seconds: float) -> None:
+    """Observe one phase of the cycle."""
+    metrics.CYCLE_DURATION.labels(phase=name).observe(seconds)
+
+
 def _plan(now: datetime) -> Plan:
     """Snapshot the database, ask the core what to do, and have the bridge plan the rows."""
-    return cycle_plan(now)
+    return cycle_plan(now, phase=_phase)
+
+
+def _count_evictions(evictions: tuple[Eviction, ...]) -> None:
+    """Count the preemptions (kind, GPU-seconds lost) and the restarts they cause, at commit.
+
+    Only the victims' quota names are read (one query, when any victim).
+    """
+    if not evictions:
+        return
+    names = dict(
+        Quota.objects.filter(pk__in={e.workload.quota_id for e in evictions}).values_list(
+            "pk", "name"
+        )
+    )
+    counts: list[tuple[str, str, float, bool]] = []
+    for e in evictions:
+        data = e.notes[0].data if e.notes else {}
+        reason = str(data.get("reason", "other"))
+        requeued = e.values.get("status") == Status.REQUEUED
+        lost = float(data.get("work_lost_gpu_seconds", 0.0))
+        counts.append(
+            (
+                names.get(e.workload.quota_id, ""),
+                metrics.PREEMPTION_KIND.get(reason, reason),
+                lost,
+                requeued,
+            )
+        )
+
+    def count() -> None:
+        for quota, kind, lost, requeued in counts:
+            metrics.PREEMPTIONS.labels(quota=quota, kind=kind).inc()
+            metrics.PREEMPTION_LOST.labels(quota=quota).inc(lost)
+            if requeued:
+                metrics.RESTARTS.labels(quota=quota, cause="preemption").inc()
+
+    metrics.after_commit(count)
 
 
 def _evict(e: Eviction, now: datetime, backend: Backend) -> None:
@@ -126,6 +174,7 @@ def scheduling_cycle_run(*, now: datetime, backend: Backend | None = None) -> Cy
     read; otherwise the cycle plans again there, where nothing but new submits can change what
     it reads. So no decision is ever applied to a state it was not made for.
     """
+    started = time.perf_counter()
     backend = backend or get_backend()
     version = state_version()
     planned: Plan | None
@@ -141,11 +190,35 @@ def scheduling_cycle_run(*, now: datetime, backend: Backend | None = None) -> Cy
         with batch():
             if _scale_down(now, backend) or planned is None or not current:
                 planned = _plan(now)
-            _apply(planned, now, backend)
+            with metrics.timed(metrics.CYCLE_DURATION, phase="apply"):
+                _apply(planned, now, backend)
+                _count_evictions(planned.evictions)
         state.cycles += 1
         state.last_cycle_at = now
         state.save(update_fields=["cycles", "last_cycle_at"])
-    return CycleSummary(True, planned.admitted, planned.preempted, planned.pending)
+    summary = CycleSummary(True, planned.admitted, planned.preempted, planned.pending)
+    _done(summary, time.perf_counter() - started)
+    return summary
+
+
+def _done(summary: CycleSummary, seconds: float) -> None:
+    """After the commit: observe the cycle, stamp its success, log its summary."""
+    metrics.CYCLES.inc()
+    metrics.CYCLE_DURATION.labels(phase="total").observe(seconds)
+    metrics.stamp(metrics.LAST_CYCLE_KEY)
+    log.info(
+        "cycle: %d admitted, %d preempted, %d pending in %.3f s",
+        summary.admitted,
+        summary.preempted,
+        summary.pending,
+        seconds,
+        extra={
+            "admitted": summary.admitted,
+            "preempted": summary.preempted,
+            "pending": summary.pending,
+            "duration": round(seconds, 6),
+        },
+    )
 
 
 def _apply(plan: Plan, now: datetime, backend: Backend) -> None:

@@ -16,7 +16,7 @@ from django.db import transaction
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from cluster.locking import write_lock
-from console import clock
+from console import clock, metrics
 from console.errors import DomainError, NameTaken
 from console.names import check_dns_name
 from jobs.choices import ENDED_STATUSES, EventKind, Kind
@@ -328,6 +328,8 @@ def scaling_rule_fire(*, rule: ScalingRule, now: datetime) -> bool:
         return False
     target = rule.target_replicas
     _ran(rule, firing, f"Scaled from {before} to {target} {_replicas_word(target)}.")
+    quota = service.quota.name
+    metrics.after_commit(lambda: metrics.SCALING_FIRINGS.labels(quota=quota).inc())
     return True
 
 

@@ -8,11 +8,13 @@ news and changes nothing.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 
 from django.db import transaction
 
 from cluster.locking import write_lock
+from console import metrics
 from jobs.backends import get_backend
 from jobs.backends.base import Backend, PodReport
 from jobs.choices import LIVE_POD_STATUSES, EventKind, Kind, PodStatus, RestartMode, Status
@@ -35,7 +37,13 @@ def _restart_allowed(w: Workload, *, node_lost: bool) -> bool:
     return w.restart_on_node_loss if node_lost else w.restart_on_failure
 
 
-def _requeue(w: Workload, *, now: datetime, why: str, backend: Backend) -> None:
+def _count_restart(w: Workload, cause: str) -> None:
+    """Count a restart of the workload by cause, once the sync commits."""
+    quota = w.quota.name
+    metrics.after_commit(lambda: metrics.RESTARTS.labels(quota=quota, cause=cause).inc())
+
+
+def _requeue(w: Workload, *, now: datetime, why: str, backend: Backend, cause: str) -> None:
     """Stop every live pod and put the job back in the queue from its last checkpoint."""
     live = w.pods.filter(status__in=LIVE_POD_STATUSES)
     pods_end(live, status=PodStatus.STOPPED, reason=f"Restarting: {why}", now=now, backend=backend)
@@ -64,10 +72,13 @@ def _requeue(w: Workload, *, now: datetime, why: str, backend: Backend) -> None:
         at=now,
         work_lost_gpu_seconds=lost,
     )
+    _count_restart(w, cause)
     request_cycle()
 
 
-def _replace_pod(pod: Pod, w: Workload, *, now: datetime, why: str, backend: Backend) -> None:
+def _replace_pod(
+    pod: Pod, w: Workload, *, now: datetime, why: str, backend: Backend, cause: str
+) -> None:
     """Async restart: start a new attempt of only the failed replica, on the same node."""
     w.restarts += 1
     w.failures += 1 if w.kind != Kind.INFERENCE else 0
@@ -84,6 +95,7 @@ def _replace_pod(pod: Pod, w: Workload, *, now: datetime, why: str, backend: Bac
     backend.create_pod(replacement, now=now)
     replacement.save()
     record(w, EventKind.RESTARTED, f"{why}. Replica {pod.index} restarted.", at=now)
+    _count_restart(w, cause)
 
 
 def _on_failure(pod: Pod, report: PodReport, *, now: datetime, backend: Backend) -> None:
@@ -125,13 +137,14 @@ def _on_failure(pod: Pod, report: PodReport, *, now: datetime, backend: Backend)
         request_cycle()
         return
     same_node_ok = not report.node_lost
+    cause = "node_lost" if report.node_lost else "failure"
     if w.kind == Kind.INFERENCE or (w.restart_mode == RestartMode.ASYNC and same_node_ok):
         if same_node_ok:
-            _replace_pod(pod, w, now=now, why=why, backend=backend)
+            _replace_pod(pod, w, now=now, why=why, backend=backend, cause=cause)
         else:
             request_cycle()  # the service's missing replica is placed by the next cycle
         return
-    _requeue(w, now=now, why=why, backend=backend)
+    _requeue(w, now=now, why=why, backend=backend, cause=cause)
 
 
 def _start(pods: list[Pod], *, now: datetime) -> None:
@@ -150,10 +163,18 @@ def _start(pods: list[Pod], *, now: datetime) -> None:
         last_progress_at=now, last_checkpoint_at=now
     )
     timeline = Timeline()
+    waits: list[tuple[str, float]] = []
     for w in ready:
         w.last_progress_at = w.last_checkpoint_at = now
         timeline.add(w, EventKind.STARTED, "All replicas running.", at=now)
+        waits.append((w.quota.name, (now - w.submitted_at).total_seconds()))
     timeline.save()
+
+    def observe() -> None:
+        for quota, seconds in waits:
+            metrics.SUBMIT_TO_RUNNING.labels(quota=quota).observe(max(seconds, 0.0))
+
+    metrics.after_commit(observe)
 
 
 def _apply(report: PodReport, pod: Pod, *, now: datetime, backend: Backend) -> None:
@@ -192,7 +213,7 @@ def _detect_hangs(now: datetime, backend: Backend) -> None:
         why = f"No progress for {w.hang_minutes} minutes (hang detected)"
         record(w, EventKind.FAULT, why, at=now)
         if _restart_allowed(w, node_lost=False):
-            _requeue(w, now=now, why=why, backend=backend)
+            _requeue(w, now=now, why=why, backend=backend, cause="hang")
         else:
             end_workload(
                 w, status=Status.FAILED, reason=why, now=now, event_kind=EventKind.FINISHED
@@ -201,12 +222,16 @@ def _detect_hangs(now: datetime, backend: Backend) -> None:
 
 def backend_sync(*, now: datetime, backend: Backend | None = None) -> int:
     """Read what the cluster did since the last sync and apply it; returns reports applied."""
+    started = time.perf_counter()
     backend = backend or get_backend()
     backend.refresh(now=now)
     with transaction.atomic():
         write_lock()
         with batch():
-            return _sync(now, backend)
+            applied = _sync(now, backend)
+    metrics.SYNC_DURATION.observe(time.perf_counter() - started)
+    metrics.stamp(metrics.LAST_SYNC_KEY)
+    return applied
 
 
 def _sync(now: datetime, backend: Backend) -> int:

@@ -128,3 +128,27 @@ def test_a_browser_gone_before_its_disconnect_arrives_leaves_the_group(demo, bob
     error, members = run_async(run())
     assert members == {}
     assert error is None
+
+
+def test_open_sockets_are_counted_and_a_refused_one_is_not(demo, bob, run_async) -> None:
+    from prometheus_client import REGISTRY
+
+    def open_sockets() -> float:
+        return REGISTRY.get_sample_value("tidepool_websocket_connections") or 0.0
+
+    ws_b, ws_c = demo.workspaces["workspace_b"], demo.workspaces["workspace_c"]
+    before = open_sockets()
+
+    async def run() -> tuple[float, float]:
+        refused, other = await _connect(f"/ws/workspaces/{ws_c.pk}/", bob)
+        assert not refused
+        await other.disconnect()
+        connected, mine = await _connect(f"/ws/workspaces/{ws_b.pk}/", bob)
+        assert connected
+        during = open_sockets()
+        await mine.disconnect()
+        await asyncio.sleep(0.05)
+        return during, open_sockets()
+
+    during, after = run_async(run())
+    assert (during, after) == (before + 1, before)
