@@ -210,6 +210,23 @@ def test_web_probes_service_pdb_and_ingress(objects: list[dict[str, Any]]) -> No
     assert int(annotations["prometheus.io/port"]) == port["http"]
 
 
+def test_each_worker_serves_its_own_metrics_where_prometheus_may_reach_them(
+    objects: list[dict[str, Any]],
+) -> None:
+    """A worker's counters live in its own pod (multiprocess files are per pod): it serves
+    them on the port its scrape annotation names, and its NetworkPolicy admits that port."""
+    template = find(objects, "Deployment", "tidepool-worker")["spec"]["template"]
+    container = template["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    annotations = template["metadata"]["annotations"]
+    assert int(env["TIDEPOOL_WORKER_METRICS_PORT"]) == ports["metrics"]
+    assert int(annotations["prometheus.io/port"]) == ports["metrics"]
+    policy = find(objects, "NetworkPolicy", "tidepool-worker")["spec"]
+    assert policy["podSelector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+    assert [p["port"] for rule in policy["ingress"] for p in rule["ports"]] == ["metrics"]
+
+
 def test_network_policy(objects: list[dict[str, Any]]) -> None:
     policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
     every = find(objects, "NetworkPolicy", "tidepool")
@@ -242,7 +259,7 @@ def settings_env_names() -> set[str]:
 def test_configuration_comes_from_the_configmap_and_secret(objects: list[dict[str, Any]]) -> None:
     config = find(objects, "ConfigMap", "tidepool-config")["data"]
     secret = find(objects, "Secret", "tidepool-secrets")["data"]
-    assert {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"} == set(secret)
+    assert {"SECRET_KEY", "DATABASE_URL", "REDIS_URL", "TIDEPOOL_METRICS_TOKEN"} == set(secret)
     assert not set(config) & set(secret)
     assert config["DJANGO_SETTINGS_MODULE"] == "console.settings.production"
     assert config["TIDEPOOL_RUNNER"] == "celery"
