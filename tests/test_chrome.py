@@ -12,7 +12,7 @@ import pytest
 import uvicorn
 from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
-from django.test import RequestFactory
+from django.test import Client, RequestFactory
 
 from console import clock
 from console.outage import server_error
@@ -61,6 +61,16 @@ def test_a_refusal_shows_the_chrome_and_a_way_home(demo: Any, bob: Any) -> None:
     page = response.content.decode()
     assert '<header class="topbar">' in page and "You may not do this" in page
     assert '<a class="button" href="/">Back to the console</a>' in page
+
+
+def test_a_form_with_a_stale_csrf_token_gets_the_apps_403_in_words(demo: Any, admin: Any) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin)
+    response = client.post("/quotas/new/", {"name": "x"})
+    assert response.status_code == 403
+    page = response.content.decode()
+    assert '<header class="topbar">' in page and "Nothing was changed" in page
+    assert "CSRF verification failed" not in page
 
 
 def test_a_server_error_page_has_the_chrome_and_needs_no_database() -> None:

@@ -165,6 +165,8 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+# A form with a failed CSRF token gets the app's 403 page, in words (console/views.py).
+CSRF_FAILURE_VIEW = "console.views.csrf_failure"
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 # plotly.js is served from packages, never from a CDN: the plotly package's full bundle, and
