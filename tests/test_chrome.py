@@ -80,6 +80,21 @@ def test_a_server_error_page_has_the_chrome_and_needs_no_database() -> None:
     assert '<header class="topbar">' in page and "Back to the console" in page
 
 
+def test_a_server_error_answers_json_under_the_api_and_a_plain_line_if_its_page_breaks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = server_error(RequestFactory().get("/api/v1/jobs/"))
+    assert api.status_code == 500 and api["Content-Type"] == "application/json"
+    assert b"it has been logged" in api.content
+
+    def broken(name: str) -> Any:  # as with production's static manifest not collected
+        raise ValueError("Missing staticfiles manifest entry for 'favicon.svg'")
+
+    monkeypatch.setattr("console.outage.loader.get_template", broken)
+    page = server_error(RequestFactory().get("/quotas/"))
+    assert page.status_code == 500 and b"it has been logged" in page.content
+
+
 @pytest.mark.django_db(transaction=True)
 def test_serve_serves_static_files_with_debug_off(
     demo: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
