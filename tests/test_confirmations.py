@@ -133,7 +133,10 @@ def test_stop_instance_asks_with_its_gpus_then_stops(demo, login, bob, clock, ti
     assert "of its 2h 00m limit" in text
     instance.refresh_from_db()
     assert instance.status == Status.RUNNING
-    assert client.post(url, _page_fields(page)).status_code == 302
+    stopped = client.post(url, _page_fields(page))
+    # Back on the instance's own page, where it now reads Stopped.
+    assert stopped.status_code == 302
+    assert stopped["Location"] == reverse("jobs:instance_detail", args=[WS, instance.pk])
     instance.refresh_from_db()
     assert instance.status == Status.STOPPED
 

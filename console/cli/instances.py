@@ -98,14 +98,14 @@ def instance_stop(name: str, workspace: str | None) -> None:
 @workspace_option
 @click.option("--print", "print_only", is_flag=True, help="Print the address; open nothing.")
 def instance_open(name: str, workspace: str | None, print_only: bool) -> None:
-    """Open the console's page of an instance's workspace in a browser.
+    """Open an instance's page in the console, whose Open link reaches it while it runs.
 
-    The API gives no address to connect to an instance itself (no notebook or shell URL);
-    this opens the workspace's Instances page, where the instance is listed.
+    The link itself is the backend's (a placeholder in the simulator, the URL template on
+    Kubernetes), and the page shows it only while the instance runs.
     """
     client = Client.from_config()
     found = client.one("instances/", "instance", name, workspace=workspace)
-    url = f"{client.url}/workspaces/{quote(found['workspace'])}/instances/"
+    url = f"{client.url}/workspaces/{quote(found['workspace'])}/instances/{found['id']}/"
     click.echo(url)
     if not print_only:
         click.launch(url)

@@ -218,4 +218,4 @@ class InstanceStopView(WorkspacePageMixin, View):
             messages.error(request, error.message)
         else:
             messages.success(request, f"Stopped {instance.name}.")
-        return redirect("jobs:instance_list", workspace=workspace)
+        return redirect("jobs:instance_detail", workspace=workspace, pk=instance.pk)

@@ -120,7 +120,8 @@ def test_instance_start_ls_show_open_and_stop(cli: Any) -> None:
     assert as_json(cli, "instance", "ls", "--owner", "alice") == []
     assert as_json(cli, "instance", "show", "nb")["events"][0]["kind"] == "submitted"
     code, out, _ = cli("instance", "open", "nb", "--print")
-    assert code == 0 and out.strip() == f"{cli.url}/workspaces/workspace_b/instances/"
+    page = f"{cli.url}/workspaces/workspace_b/instances/{started['id']}/"
+    assert code == 0 and out.strip() == page
     assert as_json(cli, "instance", "stop", "nb")["status"] == "Stopped"
     # No job or service is an instance.
     assert as_json(cli, "job", "ls") == [] and as_json(cli, "service", "ls") == []
