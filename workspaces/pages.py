@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.shortcuts import get_object_or_404
 
 from workspaces.access import Access
+from workspaces.choices import Role
 from workspaces.models import Workspace
 from workspaces.roles import MANAGE, SUBMIT, VIEW
 from workspaces.selectors import workspace_role
@@ -47,9 +48,10 @@ class WorkspacePageMixin(AccessMixin):
 
     def workspace_context(self) -> dict[str, Any]:
         """What every tab of the workspace shows."""
+        role = workspace_role(self.request.user, self.workspace)
         return {
             "workspace": self.workspace,
-            "role": workspace_role(self.request.user, self.workspace),
+            "role": Role(role).label if role else None,
             "can_submit": self.access.has_perm(SUBMIT, self.workspace),
             "can_manage": self.access.has_perm(MANAGE, self.workspace),
             "is_platform_admin": self.access.platform_admin,

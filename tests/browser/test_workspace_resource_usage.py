@@ -61,4 +61,4 @@ def test_bob_sees_workspace_b_only(demo: Any, sign_in: Any, live_server: Any) ->
     assert response.status == 404
     response = page.goto(f"{live_server.url}/workspaces/workspace_b/")
     assert response.status == 200
-    assert page.get_by_test_id("my-role").inner_text() == "developer"
+    assert page.get_by_test_id("my-role").inner_text() == "Developer"
