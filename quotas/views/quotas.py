@@ -127,6 +127,17 @@ class QuotaChildCreateView(QuotaMixin, QuotaCreateView):
         return self.quota
 
 
+def _pool_choices(quota: Quota) -> dict[str, Any]:
+    """What a form offering a quota's node pools needs: the quota, its resource pool's node
+    pools and the ones its parent allows (None at the top)."""
+    parent = quota.parent
+    return {
+        "quota": quota,
+        "node_pools": selectors.node_pools_for(quota.resource_pool),
+        "parent_pools": selectors.quota_pools_in_effect(parent) if parent else None,
+    }
+
+
 class QuotaNodePoolsView(QuotaMixin, NodePoolsFormView):
     """Restrict the node pools a quota's workloads (and its descendants') may run in."""
 
@@ -135,11 +146,7 @@ class QuotaNodePoolsView(QuotaMixin, NodePoolsFormView):
 
     def get_form_kwargs(self) -> dict[str, Any]:
         """The pools its parent allows, the quota's own list and its version."""
-        kwargs = super().get_form_kwargs()
-        parent = self.quota.parent
-        kwargs["quota"] = self.quota
-        kwargs["node_pools"] = selectors.node_pools_for(self.quota.resource_pool)
-        kwargs["parent_pools"] = selectors.quota_pools_in_effect(parent) if parent else None
+        kwargs = {**super().get_form_kwargs(), **_pool_choices(self.quota)}
         own = list(self.quota.allowed_node_pools.all())
         kwargs["initial"] = {"allowed_node_pools": own, "version": self.quota.version}
         return kwargs
@@ -180,11 +187,7 @@ class QuotaSettingsView(QuotaMixin, SettingsFormView):
 
     def get_form_kwargs(self) -> dict[str, Any]:
         """The quota, the node pools it may be restricted to, and its stored settings."""
-        kwargs = super().get_form_kwargs()
-        parent = self.quota.parent
-        kwargs["quota"] = self.quota
-        kwargs["node_pools"] = selectors.node_pools_for(self.quota.resource_pool)
-        kwargs["parent_pools"] = selectors.quota_pools_in_effect(parent) if parent else None
+        kwargs = {**super().get_form_kwargs(), **_pool_choices(self.quota)}
         kwargs["initial"] = QuotaSettingsForm.initial_for(self.quota)
         return kwargs
 
