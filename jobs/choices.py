@@ -59,6 +59,13 @@ class RestartMode(models.TextChoices):
     ASYNC = "async", "Restart only the failed replica"
 
 
+class FailurePolicy(models.TextChoices):
+    """Which failures fault tolerance retries (PAI's fault-tolerance policies)."""
+
+    ANY = "any", "Any failure"
+    EXIT_CODE_AND_ERROR_MSG = "ExitCodeAndErrorMsg", "By exit code and error message"
+
+
 class EventKind(models.TextChoices):
     """Entries of a workload's timeline."""
 

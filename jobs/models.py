@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from cluster.models import Node, NodePool
-from jobs.choices import EventKind, IdlePolicy, Kind, PodStatus, RestartMode, Status
+from jobs.choices import EventKind, FailurePolicy, IdlePolicy, Kind, PodStatus, RestartMode, Status
 from quotas.models import Quota
 from workspaces.models import Workspace
 
@@ -54,6 +54,17 @@ class Workload(models.Model):
         max_length=5, choices=RestartMode.choices, default=RestartMode.SYNC
     )
     hang_minutes = models.PositiveIntegerField(null=True, blank=True)
+    # The label of the last checkpoint the job reported (a step number, a path); its time is
+    # last_checkpoint_at. Empty: none reported (work lost counts from the attempt's start).
+    checkpoint_label = models.CharField(max_length=200, blank=True)
+    # ExitCodeAndErrorMsg: exit codes and message patterns that are retried or fail at once.
+    failure_policy = models.CharField(
+        max_length=24, choices=FailurePolicy.choices, default=FailurePolicy.ANY
+    )
+    retry_exit_codes = models.JSONField(default=list, blank=True)
+    retry_messages = models.JSONField(default=list, blank=True)
+    fail_exit_codes = models.JSONField(default=list, blank=True)
+    fail_messages = models.JSONField(default=list, blank=True)
     restarts = models.PositiveSmallIntegerField(default=0)
     failures = models.PositiveSmallIntegerField(default=0, help_text="restarts after faults")
     # The simulated backend's fault injection: a hung job makes no progress.
@@ -66,6 +77,8 @@ class Workload(models.Model):
     # Interactive: stopped when it reaches max_duration, or after idle_stop minutes idle.
     max_duration = models.PositiveIntegerField(null=True, blank=True, help_text="seconds")
     idle_stop_minutes = models.PositiveIntegerField(null=True, blank=True)
+    # Interactive: the last activity report; idle auto-stop counts from it, not from the start.
+    last_activity_at = models.DateTimeField(null=True, blank=True)
 
     submitted_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
@@ -109,6 +122,13 @@ class Pod(models.Model):
     sim_fault = models.CharField(max_length=40, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     reason = models.CharField(max_length=300, blank=True)
+    # The container's termination message (Kubernetes) or the injected fault's (simulated).
+    message = models.TextField(blank=True)
+    # The checkpoint label this attempt was started from (TIDEPOOL_RESUME_FROM); empty: none.
+    resume_from = models.CharField(max_length=200, blank=True)
+    # Reports of this attempt: the last heartbeat or progress, and the last progress (0 to 1).
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    reported_progress = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField()
     start_after = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
