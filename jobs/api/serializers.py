@@ -15,6 +15,7 @@ from console.fast.statements import Statement, columns, loaded
 from console.numbers import INT32
 from jobs.choices import EventKind, IdlePolicy, PodStatus, RestartMode
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
+from jobs.pod_logs import DEFAULT_TAIL, MAX_TAIL
 from jobs.services.workloads import Shape
 from quotas.models import Quota
 from quotas.selectors import quota_pools_in_effect
@@ -397,3 +398,35 @@ class UsageQuerySerializer(serializers.Serializer):  # type: ignore[type-arg]
     quota = serializers.CharField(required=False, help_text="Quota name or id.")
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)
+
+
+class LogQuerySerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Query parameters of a replica's log."""
+
+    replica = serializers.IntegerField(
+        required=False, min_value=0, help_text="Replica index (default: the first current one)."
+    )
+    attempt = serializers.IntegerField(
+        required=False, min_value=0, help_text="Attempt of that replica (default: the latest)."
+    )
+    tail = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_TAIL, default=DEFAULT_TAIL
+    )
+    since = serializers.DateTimeField(
+        required=False, help_text="Only lines written after this time (the last answer's since)."
+    )
+
+
+class LogsSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """A replica's recent log lines (jobs.pod_logs.ReplicaLogs)."""
+
+    replica = serializers.IntegerField(allow_null=True)
+    attempt = serializers.IntegerField(allow_null=True)
+    pod = serializers.CharField()
+    status = serializers.CharField()
+    live = serializers.BooleanField(help_text="Its pod may still print: poll with since.")
+    replicas = serializers.ListField(child=serializers.IntegerField())
+    attempts = serializers.ListField(child=serializers.IntegerField())
+    lines = serializers.ListField(child=serializers.CharField(trim_whitespace=False))
+    notice = serializers.CharField(help_text="Why there are no lines, when there are none.")
+    since = serializers.DateTimeField(allow_null=True)

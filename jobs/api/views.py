@@ -18,6 +18,7 @@ from typing import Any, ClassVar, cast
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions, mixins, serializers, status
 from rest_framework.decorators import action
@@ -42,6 +43,7 @@ from jobs.api import serializers as s
 from jobs.choices import LIVE_POD_STATUSES, Kind
 from jobs.filters import WorkloadFilter
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
+from jobs.pod_logs import replica_logs
 from jobs.services.scaling import (
     scaling_rule_create,
     scaling_rule_delete,
@@ -301,6 +303,26 @@ class _WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Workspa
         """Cancel (or, for an instance, stop) the workload."""
         workload = workload_cancel(actor=request.user, workload=self.get_object())
         return self._answer(workload)
+
+    @extend_schema(parameters=[s.LogQuerySerializer], responses=s.LogsSerializer)
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, pk: str | None = None) -> Response:
+        """A replica's recent log lines; poll with ``since`` (the last answer's) to follow."""
+        # Found before the query is read: a workload out of sight is 404 whatever was asked.
+        visible = self.access.restrict(
+            Workload.objects.filter(kind=self.kind).select_related("workspace"),
+            self.workspace_path,
+        )
+        workload = get_object_or_404(visible, pk=pk)
+        query = s.LogQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        shown = replica_logs(
+            workload,
+            **query.validated_data,
+            hide_borrowed_nodes=not sees_borrowed_nodes(request.user),
+            now=clock.now(),
+        )
+        return Response(s.LogsSerializer(shown).data)
 
 
 class JobViewSet(_WorkloadViewSet):

@@ -49,3 +49,10 @@ class Backend(Protocol):
     def instance_url(self, pod: Pod) -> str | None:
         """Where a user opens a running interactive instance's pod; None when nowhere."""
         ...
+
+    def logs(self, pod: Pod, *, tail: int, since: datetime | None, now: datetime) -> list[str]:
+        """The replica's last `tail` log lines written after `since` (jobs.backends.log_lines).
+
+        Raises LogsUnavailable, with a line for the user, when there is nothing to read.
+        """
+        ...

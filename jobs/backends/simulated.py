@@ -112,6 +112,12 @@ class SimulatedBackend:
         """The job stops making progress while its pods keep running."""
         type(workload).objects.filter(pk=workload.pk).update(sim_hung=True)
 
+    def logs(self, pod: Pod, *, tail: int, since: datetime | None, now: datetime) -> list[str]:
+        """Lines made from the pod's rows and the clock (jobs.backends.sim_logs)."""
+        from jobs.backends.sim_logs import pod_log
+
+        return pod_log(pod, tail=tail, since=since, now=now)
+
 
 def _save_progress(progress: dict[int, float], now: datetime) -> None:
     """Store each job's new progress, and `now` as its last progress, in one UPDATE per 400.

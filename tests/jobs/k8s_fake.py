@@ -3,7 +3,8 @@
 No kube-apiserver can run on the test machine (no registry serves one), so this speaks the
 small part of the REST API the backend uses, with the real paths and JSON shapes: list, read,
 create and delete pods; list nodes; watch pods (`?watch=true`, newline-delimited events in a
-chunked response from a resourceVersion, with bookmarks if asked); and `410 Gone` for a
+chunked response from a resourceVersion, with bookmarks if asked); pod logs (text, with
+tailLines, sinceSeconds and timestamps, 400 while the container waits); and `410 Gone` for a
 resourceVersion older than its compacted history, either as an ERROR event (what a real
 server sends) or as the HTTP status.
 """
@@ -14,6 +15,7 @@ import json
 import threading
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -31,6 +33,10 @@ class Seen:
     query: dict[str, str]
     body: Any
     authorization: str
+
+
+class PlainText(str):
+    """A text/plain answer (a pod's log), not JSON."""
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -71,6 +77,14 @@ class FakeCluster:
     requests: list[Seen] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
+    # What each pod's container printed: (when, line), oldest first.
+    logs: dict[tuple[str, str], list[tuple[datetime, str]]] = field(default_factory=dict)
+
+    def write_log(self, namespace: str, name: str, text: str, at: datetime | None = None) -> None:
+        """The pod's container prints a line (now, unless `at` says when)."""
+        with self.lock:
+            line = (at or datetime.now(UTC), text)
+            self.logs.setdefault((namespace, name), []).append(line)
 
     # What tests do to the cluster.
 
@@ -166,6 +180,8 @@ class FakeCluster:
                 if (namespace, name) in self.pods:
                     return 409, _status(409, "AlreadyExists", f'pods "{name}" already exists')
                 return 201, self._create(namespace, body)
+            if method == "GET" and len(parts) == 7 and parts[6] == "log":
+                return self._log(namespace, parts[5], query)
             pod = self.pods.get((namespace, parts[5])) if len(parts) == 6 else None
             if pod is None:
                 return 404, _status(404, "NotFound", f'pods "{parts[-1]}" not found')
@@ -196,6 +212,33 @@ class FakeCluster:
             meta = {"resourceVersion": str(self.version)}
             events.append({"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": meta}})
         return 200, events
+
+    def _log(self, namespace: str, name: str, query: dict[str, str]) -> tuple[int, Any]:
+        """A pod's log as text (PlainText), with tailLines, sinceSeconds and timestamps."""
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            return 404, _status(404, "NotFound", f'pods "{name}" not found')
+        if pod["status"].get("phase") == "Pending":
+            waiting = [
+                (s.get("state") or {}).get("waiting") or {}
+                for s in pod["status"].get("containerStatuses") or []
+            ]
+            why = next((w["reason"] for w in waiting if w.get("reason")), "ContainerCreating")
+            message = f'container "main" in pod "{name}" is waiting to start: {why}'
+            return 400, _status(400, "BadRequest", message)
+        lines = self.logs.get((namespace, name), [])
+        if "sinceSeconds" in query:
+            since = datetime.now(UTC) - timedelta(seconds=int(query["sinceSeconds"]))
+            lines = [(at, text) for at, text in lines if at >= since]
+        if "tailLines" in query:
+            lines = lines[max(len(lines) - int(query["tailLines"]), 0) :]
+        stamped = query.get("timestamps") == "true"
+        return 200, PlainText(
+            "".join(
+                f"{at.strftime('%Y-%m-%dT%H:%M:%S.%f')}000Z {text}\n" if stamped else f"{text}\n"
+                for at, text in lines
+            )
+        )
 
     def _delete(self, pod: dict[str, Any], options: dict[str, Any]) -> tuple[int, Any]:
         meta = pod["metadata"]
@@ -234,6 +277,13 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
             )
             code, answer = cluster.handle(self.command, self.path, body)
             self.send_response(code)
+            if isinstance(answer, PlainText):  # a pod's log
+                data = answer.encode()
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             self.send_header("Content-Type", "application/json")
             if isinstance(answer, list):  # a watch: one JSON event per line, chunk by chunk
                 self.send_header("Transfer-Encoding", "chunked")

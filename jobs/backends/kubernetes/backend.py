@@ -109,6 +109,12 @@ class KubernetesBackend:
         """TIDEPOOL_INSTANCE_URL_TEMPLATE filled in for the pod (manifest.instance_url)."""
         return instance_url(pod, self.kube, settings.TIDEPOOL_INSTANCE_URL_TEMPLATE)
 
+    def logs(self, pod: Pod, *, tail: int, since: datetime | None, now: datetime) -> list[str]:
+        """The pod's log from the API server (kubernetes.logs)."""
+        from jobs.backends.kubernetes.logs import pod_log
+
+        return pod_log(self.api, self.kube, pod, tail=tail, since=since)
+
     def refresh(self, *, now: datetime) -> None:
         """Read the cluster: its nodes when a node sync is due, and the pods since last time.
 
