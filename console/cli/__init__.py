@@ -4,8 +4,8 @@
     tidepool quota ls | show | create | scale | rebalance | settings | audit | rm
     tidepool workspace ls | show | members ls/add/rm | bind | unbind
     tidepool job submit | ls | show | cancel | logs-events | logs
-    tidepool service ls | show | create | scale | stop | rules ls/add/rm
-    tidepool instance start | ls | show | stop | open
+    tidepool service ls | show | create | scale | stop | logs | rules ls/add/rm
+    tidepool instance start | ls | show | stop | open | logs
     tidepool explain SCENARIO
     tidepool completion bash|zsh
 

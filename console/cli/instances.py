@@ -8,6 +8,7 @@ from urllib.parse import quote
 import click
 
 from console.cli.client import Client, complete_names
+from console.cli.logs import logs_options, workload_logs
 from console.cli.output import emit, output_options
 from console.cli.workloads import (
     WORKLOAD_HEADER,
@@ -109,3 +110,12 @@ def instance_open(name: str, workspace: str | None, print_only: bool) -> None:
     click.echo(url)
     if not print_only:
         click.launch(url)
+
+
+@instance.command("logs")
+@click.argument("name", shell_complete=INSTANCES)
+@workspace_option
+@logs_options
+def instance_logs(name: str, workspace: str | None, **options: Any) -> None:
+    """The instance's container log."""
+    workload_logs("instances/", "instance", name, workspace, **options)

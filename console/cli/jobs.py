@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from console.cli.client import Client, CLIError, complete_names
+from console.cli.client import Client, complete_names
+from console.cli.logs import logs_options, workload_logs
 from console.cli.output import emit, output_options
 from console.cli.workloads import (
     EVENT_HEADER,
@@ -27,10 +28,7 @@ JOBS = complete_names("jobs/")
 
 @click.group()
 def job() -> None:
-    """Training jobs: submit, list, read, cancel.
-
-    The API serves no container logs: `job logs-events` prints the event timeline.
-    """
+    """Training jobs: submit, list, read, cancel, logs."""
 
 
 @job.command("submit")
@@ -136,12 +134,7 @@ def job_events(name: str, workspace: str | None) -> None:
 @job.command("logs")
 @click.argument("name", shell_complete=JOBS)
 @workspace_option
-def job_logs(name: str, workspace: str | None) -> None:
-    """Container logs: not served by the API yet, so this exits 1 and says so.
-
-    Use `tidepool job logs-events NAME` for the job's event timeline.
-    """
-    raise CLIError(
-        "The API has no endpoint for container logs yet; "
-        f"`tidepool job logs-events {name}` prints the job's event timeline."
-    )
+@logs_options
+def job_logs(name: str, workspace: str | None, **options: Any) -> None:
+    """A replica's container log (`job logs-events` prints the event timeline)."""
+    workload_logs("jobs/", "job", name, workspace, **options)

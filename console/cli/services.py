@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from console.cli.client import Client, CLIError, complete_names
+from console.cli.logs import logs_options, workload_logs
 from console.cli.output import emit, output_options
 from console.cli.workloads import (
     WORKLOAD_HEADER,
@@ -125,6 +126,15 @@ def service_stop(name: str, workspace: str | None) -> None:
     client = Client.from_config()
     answer = client.post(f"services/{_service_id(client, name, workspace)}/cancel/")
     emit(answer, [_service_row(answer)], SERVICE_HEADER)
+
+
+@service.command("logs")
+@click.argument("name", shell_complete=SERVICES)
+@workspace_option
+@logs_options
+def service_logs(name: str, workspace: str | None, **options: Any) -> None:
+    """A replica's container log."""
+    workload_logs("services/", "service", name, workspace, **options)
 
 
 @service.group("rules")
