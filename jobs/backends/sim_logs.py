@@ -89,9 +89,9 @@ def _ending(pod: Pod, window: _Window, prefix: str) -> list[Stamped]:
     if not _ends_inside(pod, window):
         return []
     if pod.status == PodStatus.FAILED:
-        why = pod.message or pod.reason or "the process died"
-        code = "" if pod.exit_code is None else f"; exit code {pod.exit_code}"
-        lines = [f"{prefix}ERROR {why}", f"{prefix}process exited{code}"]
+        lines = [f"{prefix}ERROR {pod.message or pod.reason or 'the process died'}"]
+        if pod.exit_code is not None:  # a lost node's process prints nothing more
+            lines.append(f"{prefix}process exited; exit code {pod.exit_code}")
     elif pod.status == PodStatus.PREEMPTED:
         lines = [f"{prefix}received SIGTERM: the replica was preempted; stopping"]
     elif pod.status == PodStatus.STOPPED:
