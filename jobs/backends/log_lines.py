@@ -12,7 +12,7 @@ class LogsUnavailable(Exception):
 
 def log_line(at: datetime, text: str) -> str:
     """One line stamped as `kubectl logs --timestamps` stamps it."""
-    return f"{at.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')} {text}"
+    return f"{at.astimezone(UTC).replace(tzinfo=None).isoformat(timespec='microseconds')}Z {text}"
 
 
 def line_time(line: str) -> datetime | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from jobs.backends.log_lines import LogsUnavailable, lines_after, log_line
+from jobs.backends.log_lines import LogsUnavailable, log_line
 from jobs.choices import Kind, PodStatus
 
 if TYPE_CHECKING:
@@ -64,13 +64,16 @@ def pod_log(pod: Pod, *, tail: int, since: datetime | None, now: datetime) -> li
     if end < start:
         return []
     workload = pod.workload
-    make, every = KINDS[Kind(workload.kind)]
-    # Only the lines that can be among the last `tail` are made: at least one each two ticks.
-    recent = end - timedelta(seconds=2 * (tail + 3) * every)
+    make, every, sparse = KINDS[Kind(workload.kind)]
+    # Only the lines that can be among the last `tail` are made: a tick makes a line, or one
+    # in `sparse` ticks does.
+    recent = end - timedelta(seconds=sparse * (tail + 3) * every)
     window = _Window(start, end, max(start, since or start, recent))
     made = make(pod, workload, window)
     stamped = sorted(made, key=lambda line: line[0])
-    return lines_after((log_line(at, text) for at, text in stamped), since, tail)
+    # Cut before formatting: only the lines answered are written out.
+    answered = [line for line in stamped if since is None or line[0] > since][-tail:]
+    return [log_line(at, text) for at, text in answered]
 
 
 def _start(window: _Window, lines: list[str]) -> list[Stamped]:
@@ -121,9 +124,10 @@ def _training(pod: Pod, workload: Workload, window: _Window) -> list[Stamped]:
     def step(at: datetime) -> int:
         return base + int((at - window.start).total_seconds() // STEP_SECONDS)
 
+    seed = workload.pk
     for k, at in window.ticks(STEP_SECONDS):
         n = base + k
-        loss = 0.35 + 2.2 * math.exp(-n / 400) + 0.05 * _noise(workload.pk, pod.index, n)
+        loss = 0.35 + 2.2 * math.exp(-n / 400) + 0.05 * _noise(seed, pod.index, n)
         lines.append((at, f"{rank}step {n} loss {loss:.4f}"))
     lines += [
         (at, f"{rank}checkpoint saved: step {step(at)}") for at in _checkpoints(workload, window)
@@ -180,13 +184,14 @@ def _interactive(pod: Pod, workload: Workload, window: _Window) -> list[Stamped]
         ],
     )
     for k, at in window.ticks(SAVE_SECONDS):
-        if _noise(workload.pk, k) < 0.5:
+        if k % 2 == 0 or _noise(workload.pk, k) < 0.3:  # a save at least every other tick
             lines.append((at, "[I ServerApp] Saving file at /work/Untitled.ipynb"))
     return lines + _ending(pod, window, "[C ServerApp] ")
 
 
-KINDS: dict[Kind, tuple[Maker, int]] = {
-    Kind.TRAINING: (_training, STEP_SECONDS),
-    Kind.INFERENCE: (_inference, SERVE_SECONDS),
-    Kind.INTERACTIVE: (_interactive, SAVE_SECONDS),
+# Per kind: its lines, the seconds between two ticks, and how many ticks make at least a line.
+KINDS: dict[Kind, tuple[Maker, int, int]] = {
+    Kind.TRAINING: (_training, STEP_SECONDS, 1),
+    Kind.INFERENCE: (_inference, SERVE_SECONDS, 1),
+    Kind.INTERACTIVE: (_interactive, SAVE_SECONDS, 2),
 }
