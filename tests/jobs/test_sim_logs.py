@@ -149,3 +149,14 @@ def test_services_print_requests_served_and_instances_print_jupyter(
     assert sum("requests in the last minute" in line for line in served) == 10
     notebook = logs(sim, instance.pods.get(), clock)
     assert "Jupyter Server" in notebook[0] and f"{instance.pods.get().name}:8888" in notebook[1]
+
+
+def test_an_attempt_resumed_from_a_checkpoint_counts_its_steps_from_there(
+    sim: SimulatedBackend, clock: ManualClock, tick: Callable[..., None], running: Any
+) -> None:
+    pod = running()
+    Pod.objects.filter(pk=pod.pk).update(resume_from="1200")
+    tick(60)
+    lines = logs(sim, pod, clock)
+    assert text(lines[1]) == "[rank 0] resuming from checkpoint 1200"
+    assert [m[1] for m in map(STEP.search, lines) if m] == ["1201", "1202"]
