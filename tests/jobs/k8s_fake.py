@@ -80,13 +80,13 @@ class FakeCluster:
     # What each pod's container printed: (when, line), oldest first.
     logs: dict[tuple[str, str], list[tuple[datetime, str]]] = field(default_factory=dict)
 
+    # What tests do to the cluster.
+
     def write_log(self, namespace: str, name: str, text: str, at: datetime | None = None) -> None:
         """The pod's container prints a line (now, unless `at` says when)."""
         with self.lock:
             line = (at or datetime.now(UTC), text)
             self.logs.setdefault((namespace, name), []).append(line)
-
-    # What tests do to the cluster.
 
     def add_node(
         self,
