@@ -64,10 +64,13 @@ def pod_log(pod: Pod, *, tail: int, since: datetime | None, now: datetime) -> li
     if end < start:
         return []
     workload = pod.workload
-    make, every, sparse = KINDS[Kind(workload.kind)]
-    # Only the lines that can be among the last `tail` are made: a tick makes a line, or one
-    # in `sparse` ticks does.
-    recent = end - timedelta(seconds=sparse * (tail + 3) * every)
+    make, every = KINDS[Kind(workload.kind)]
+    # Only the lines that can be among the last `tail` are made: each tick makes one, until
+    # an instance's last activity.
+    last = end
+    if workload.kind == Kind.INTERACTIVE:
+        last = max(start, min(end, workload.last_activity_at or start))
+    recent = last - timedelta(seconds=(tail + 3) * every)
     window = _Window(start, end, max(start, since or start, recent))
     made = make(pod, workload, window)
     stamped = sorted(made, key=lambda line: line[0])
@@ -174,7 +177,10 @@ def _inference(pod: Pod, workload: Workload, window: _Window) -> list[Stamped]:
 
 
 def _interactive(pod: Pod, workload: Workload, window: _Window) -> list[Stamped]:
-    """Jupyter's start-up lines, then a notebook saved now and then."""
+    """Jupyter's start-up lines, then a notebook saved while someone works in it.
+
+    Saves stop at the instance's last activity: an abandoned notebook prints nothing more.
+    """
     lines = _start(
         window,
         [
@@ -183,15 +189,20 @@ def _interactive(pod: Pod, workload: Workload, window: _Window) -> list[Stamped]
             "[I ServerApp] Use Control-C to stop this server and shut down all kernels.",
         ],
     )
-    for k, at in window.ticks(SAVE_SECONDS):
-        if k % 2 == 0 or _noise(workload.pk, k) < 0.3:  # a save at least every other tick
-            lines.append((at, "[I ServerApp] Saving file at /work/Untitled.ipynb"))
+    save = "[I ServerApp] Saving file at /work/Untitled.ipynb"
+    active = workload.last_activity_at
+    if active is not None and window.low < active <= window.end:
+        lines.append((active, save))
+    for _, at in window.ticks(SAVE_SECONDS):
+        if active is None or at >= active:
+            break
+        lines.append((at, save))
     return lines + _ending(pod, window, "[C ServerApp] ")
 
 
-# Per kind: its lines, the seconds between two ticks, and how many ticks make at least a line.
-KINDS: dict[Kind, tuple[Maker, int, int]] = {
-    Kind.TRAINING: (_training, STEP_SECONDS, 1),
-    Kind.INFERENCE: (_inference, SERVE_SECONDS, 1),
-    Kind.INTERACTIVE: (_interactive, SAVE_SECONDS, 2),
+# Per kind: its lines, and the seconds between two of its ticks.
+KINDS: dict[Kind, tuple[Maker, int]] = {
+    Kind.TRAINING: (_training, STEP_SECONDS),
+    Kind.INFERENCE: (_inference, SERVE_SECONDS),
+    Kind.INTERACTIVE: (_interactive, SAVE_SECONDS),
 }

@@ -149,6 +149,32 @@ def test_services_print_requests_served_and_instances_print_jupyter(
     assert sum("requests in the last minute" in line for line in served) == 10
     notebook = logs(sim, instance.pods.get(), clock)
     assert "Jupyter Server" in notebook[0] and f"{instance.pods.get().name}:8888" in notebook[1]
+    assert not [line for line in notebook if "Saving file" in line]  # nobody worked in it
+
+
+def test_a_notebook_saves_while_in_use_and_stops_printing_when_abandoned(
+    alice: Any, demo: Any, sim: SimulatedBackend, clock: ManualClock, tick: Callable[..., None]
+) -> None:
+    instance = instance_start(
+        actor=alice,
+        workspace=demo.workspaces["workspace_a"],
+        quota=demo.quotas["Quota 1"],
+        name="nb",
+        shape=Shape(replicas=1, gpu=1000),
+        node_pools=[demo.node_pool],
+        max_duration=7 * 3600,
+        now=clock.now(),
+    )
+    tick(0)
+    tick(31)
+    pod = instance.pods.get()
+    assert pod.started_at is not None
+    last_use = pod.started_at + timedelta(minutes=40)
+    Workload.objects.filter(pk=instance.pk).update(last_activity_at=last_use)
+    tick(3 * 3600)  # abandoned for more than two hours
+    saves = [line_time(line) for line in logs(sim, pod, clock) if "Saving file" in line]
+    assert len(saves) == 8 and saves[-1] == last_use  # every five minutes, then never again
+    assert len(logs(sim, pod, clock, tail=2)) == 2
 
 
 def test_an_attempt_resumed_from_a_checkpoint_counts_its_steps_from_there(
