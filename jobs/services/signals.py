@@ -23,6 +23,7 @@ from jobs.models import Pod, Workload
 
 MAX_RULES = 20  # entries per list: a policy, not a log filter
 MAX_PATTERN = 200  # characters per message pattern
+SHOWN_PATTERN = 60  # characters of a pattern a rule names (the reasons it goes in are bounded)
 EXIT_CODES = range(1, 256)  # what a container's process can exit with, 0 being success
 
 
@@ -40,6 +41,13 @@ class Hang:
 
     workload: Workload
     replica: int
+
+
+def _shown(pattern: str) -> str:
+    """A pattern as a rule names it, clipped to fit a status reason."""
+    if len(pattern) > SHOWN_PATTERN:
+        pattern = pattern[: SHOWN_PATTERN - 1] + "…"
+    return repr(pattern)
 
 
 def _matching(patterns: Sequence[str], message: str) -> str | None:
@@ -60,12 +68,12 @@ def failure_verdict(w: Workload, *, exit_code: int | None, message: str) -> Verd
         return Verdict(False, f"{code} is in the fail list")
     pattern = _matching(w.fail_messages, message)
     if pattern is not None:
-        return Verdict(False, f"the message matches {pattern!r} in the fail list")
+        return Verdict(False, f"the message matches {_shown(pattern)} in the fail list")
     if exit_code is not None and exit_code in w.retry_exit_codes:
         return Verdict(True, f"{code} is in the retry list")
     pattern = _matching(w.retry_messages, message)
     if pattern is not None:
-        return Verdict(True, f"the message matches {pattern!r} in the retry list")
+        return Verdict(True, f"the message matches {_shown(pattern)} in the retry list")
     return Verdict(False, f"{code} and its message match no retry rule")
 
 

@@ -51,8 +51,9 @@ def _count_restart(w: Workload, cause: str) -> None:
 
 def _requeue(w: Workload, *, now: datetime, why: str, backend: Backend, cause: str) -> None:
     """Stop every live pod and put the job back in the queue from its last checkpoint."""
-    live = list(w.pods.filter(status__in=LIVE_POD_STATUSES))
-    lost = lost_gpu_seconds(w, replicas=len(live), now=now)
+    live = w.pods.filter(status__in=LIVE_POD_STATUSES)
+    # every replica's work since the checkpoint is lost, the failed one's included
+    lost = lost_gpu_seconds(w, replicas=w.replicas, now=now)
     pods_end(live, status=PodStatus.STOPPED, reason=f"Restarting: {why}", now=now, backend=backend)
     w.progress, w.last_progress_at, w.in_quota = w.checkpoint_progress, None, None
     w.status, w.status_reason, w.sim_hung = Status.REQUEUED, why, False
