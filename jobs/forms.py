@@ -254,6 +254,7 @@ class JobSubmitForm(WorkloadForm):
         label="Failure policy",
         choices=FailurePolicy.choices,
         initial=FailurePolicy.ANY,
+        required=False,  # left out: any failure is retried, as before the policy existed
         help_text="By exit code and error message: only the listed failures are retried; "
         "any other failure fails the job.",
     )
@@ -283,7 +284,7 @@ class JobSubmitForm(WorkloadForm):
             "max_restarts": data["max_restarts"],
             "restart_mode": data["restart_mode"],
             "hang_minutes": data.get("hang_minutes"),
-            "failure_policy": data["failure_policy"],
+            "failure_policy": data.get("failure_policy") or FailurePolicy.ANY,
             **{name: data.get(name) or [] for name in POLICY_LISTS},
         }
 

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.urls import reverse
 
 from console.clock import ManualClock
 from console.errors import DomainError
@@ -332,3 +333,78 @@ def test_a_notebook_in_use_is_kept_past_its_idle_timeout_and_an_abandoned_one_st
     # stopped 30 minutes after its last activity, at the first check from then on
     idle = abandoned.ended_at - abandoned.last_activity_at
     assert timedelta(minutes=30) <= idle < timedelta(minutes=35)
+
+
+# --- submit and show ------------------------------------------------------------------------
+
+
+def test_the_api_takes_the_policy_and_refuses_a_bad_pattern_naming_the_field(
+    demo: Any, bob: Any
+) -> None:
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=bob)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    base = {"workspace": "workspace_b", "quota": "Quota 1.1", "gpu": 8}
+    policy = {"failure_policy": "ExitCodeAndErrorMsg", "retry_exit_codes": [137, 143]}
+    bad = client.post(
+        "/api/v1/jobs/", {**base, **policy, "name": "bad", "fail_messages": ["(oom"]}, "json"
+    )
+    assert bad.status_code == 400
+    (message,) = bad.json()["fail_messages"]
+    assert message.startswith("'(oom' is not a valid regular expression")
+    ok = client.post(
+        "/api/v1/jobs/", {**base, **policy, "name": "ok", "fail_messages": ["OOM"]}, "json"
+    )
+    assert ok.status_code == 201, ok.json()
+    for shown in (ok.json(), client.get(f"/api/v1/jobs/{ok.json()['id']}/").json()):
+        assert shown["failure_policy"] == "ExitCodeAndErrorMsg"
+        assert (shown["retry_exit_codes"], shown["fail_messages"]) == ([137, 143], ["OOM"])
+        assert (shown["checkpoint_label"], shown["retry_messages"]) == ("", [])
+    (listed,) = client.get("/api/v1/jobs/?workspace=workspace_b").json()["results"]
+    assert (listed["retry_exit_codes"], listed["fail_exit_codes"]) == ([137, 143], [])
+
+
+def test_the_form_refuses_a_bad_exit_code_on_its_field(demo: Any, login: Any, bob: Any) -> None:
+    from tests.jobs.test_forms import _job
+
+    page = reverse("jobs:job_submit", args=["workspace_b"])
+    data = _job(demo, failure_policy="ExitCodeAndErrorMsg", retry_exit_codes="137, x9")
+    response = login(bob).post(page, data)
+    assert response.status_code == 200
+    assert response.context["form"].errors["retry_exit_codes"] == [
+        "'x9' is not an exit code: write whole numbers."
+    ]
+    data = _job(
+        demo,
+        failure_policy="ExitCodeAndErrorMsg",
+        retry_exit_codes="137, 143",
+        fail_messages="CUDA out of memory\n\nNCCL timeout",
+    )
+    assert login(bob).post(page, data).status_code == 302
+    job = Workload.objects.get(name="resnet")
+    assert (job.retry_exit_codes, job.fail_messages) == (
+        [137, 143],
+        ["CUDA out of memory", "NCCL timeout"],
+    )
+
+
+def test_the_job_page_shows_the_policy_heartbeat_and_checkpoint(
+    bob: Any, submit: Callable[..., Workload], tick: Callable[..., None], login: Any
+) -> None:
+    job = submit(bob, "shown", checkpoint_interval=600, total_work=8 * 36000, **POLICY)
+    page = reverse("jobs:job_detail", args=["workspace_b", job.pk])
+    body = login(bob).get(page).content.decode()
+    assert (
+        "ExitCodeAndErrorMsg: retry exit code 137; fail at once on a message matching "
+        "&#x27;CUDA out of memory&#x27;; any other failure fails the job" in body
+    )
+    assert ">no checkpoint reported<" in body and ">none reported<" in body
+    tick()
+    tick(30)
+    tick(600)  # a checkpoint after 10 minutes of training, a heartbeat at each sync
+    body = login(bob).get(page).content.decode()
+    assert ">step-600, 0s ago<" in body
+    assert 'data-field="heartbeat">0s ago<' in body
