@@ -154,7 +154,8 @@ def seed_demo_notebooks(*, now: datetime) -> list[Workload]:
     """
     from jobs.services.workloads import Shape, instance_start
 
-    existing = list(Workload.objects.filter(name__in=DEMO_NOTEBOOKS, kind=Kind.INTERACTIVE))
+    notebooks = Workload.objects.filter(name__in=DEMO_NOTEBOOKS, kind=Kind.INTERACTIVE)
+    existing = list(notebooks.order_by("pk"))
     if existing:
         return existing
     demo = seed_demo()

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
 from console.clock import ManualClock
@@ -274,7 +276,18 @@ def test_simulated_crashes_follow_the_policy_too(
     assert _refresh(job).failures == 1
     tick(5)
     tick(30)
-    sim.inject_pod_crash(first_pod(job), exit_code=1, message="CUDA out of memory at step 9")
+    said = "CUDA out of memory at step 9"
+    out = StringIO()  # the command line injects the same fault
+    call_command(
+        "inject_fault",
+        "pod-crash",
+        "workspace_b/picky",
+        "--exit-code=1",
+        "--message",
+        said,
+        stdout=out,
+    )
+    assert out.getvalue() == f"Pod 1 of workspace_b/picky crashes with exit code 1: {said}.\n"
     tick(5)
     job = _refresh(job)
     assert job.status == Status.FAILED
@@ -408,3 +421,21 @@ def test_the_job_page_shows_the_policy_heartbeat_and_checkpoint(
     body = login(bob).get(page).content.decode()
     assert ">step-600, 0s ago<" in body
     assert 'data-field="heartbeat">0s ago<' in body
+
+
+def test_the_demo_seeds_a_notebook_in_use_and_an_abandoned_one(
+    demo: Any, clock: ManualClock
+) -> None:
+    from console.demo import seed_demo_notebooks
+    from jobs.backends.simulated import last_activity
+
+    made = seed_demo_notebooks(now=clock.now())
+    assert seed_demo_notebooks(now=clock.now()) == made  # seeding again adds nothing
+    assert sorted(w.pk % 2 for w in made) == [0, 1]
+    assert {w.idle_stop_minutes for w in made} == {30}
+    hours_later = clock.now() + timedelta(hours=2)
+    for w in made:
+        w.started_at = clock.now()
+    active = sorted(last_activity(w, hours_later) or clock.now() for w in made)
+    # the abandoned one's last activity is 20 minutes in; the one in use's is now
+    assert active == [clock.now() + timedelta(minutes=20), hours_later]
