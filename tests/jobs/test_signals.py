@@ -313,7 +313,7 @@ def test_the_policy_is_checked_at_submit_naming_the_field(
 
 
 def test_a_notebook_in_use_is_kept_past_its_idle_timeout_and_an_abandoned_one_stopped(
-    demo: Any, carol: Any, tick: Callable[..., None], clock: ManualClock
+    demo: Any, carol: Any, tick: Callable[..., None], clock: ManualClock, login: Any
 ) -> None:
     made = [
         instance_start(
@@ -340,6 +340,8 @@ def test_a_notebook_in_use_is_kept_past_its_idle_timeout_and_an_abandoned_one_st
     assert in_use.started_at is not None and in_use.last_activity_at is not None
     assert clock.now() - in_use.started_at > timedelta(minutes=30)  # past its idle timeout
     assert clock.now() - in_use.last_activity_at < timedelta(minutes=30)
+    page = reverse("jobs:instance_detail", args=["workspace_c", in_use.pk])
+    assert 'data-field="activity">30s ago<' in login(carol).get(page).content.decode()
     assert abandoned.status == Status.STOPPED
     assert abandoned.status_reason == "Idle for 30 minutes"
     assert abandoned.last_activity_at is not None and abandoned.ended_at is not None
