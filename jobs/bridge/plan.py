@@ -162,7 +162,7 @@ def _evict(p: Preemption, rows: dict[str, WorkloadInfo], ahead: _Ahead, now: dat
     about = p.quota or victim.quota.name
     about = about if about.lower().startswith("quota") else f"Quota {about}"
     why = REASON_TEXT.get(p.reason, p.reason).format(quota=about)
-    # the core's figure, the one its victim order ranked by (jobs.progress.lost_gpu_seconds)
+    # the core's work_lost, the figure its victim order ranked by (as restarts count it)
     lost = p.work_lost_gpu_seconds
     restarts, ended_at = ahead.get(victim, "restarts"), ahead.get(victim, "ended_at")
     requeue = victim.fault_tolerance and victim.restart_on_preemption

@@ -43,6 +43,13 @@ def _restart_allowed(w: Workload, *, node_lost: bool) -> bool:
     return w.restart_on_node_loss if node_lost else w.restart_on_failure
 
 
+def _no_restart(w: Workload) -> str:
+    """Why fault tolerance restarts the job no more."""
+    if not w.fault_tolerance:
+        return "fault tolerance is off"
+    return f"{w.failures} of {w.max_restarts} restarts used"
+
+
 def _count_restart(w: Workload, cause: str) -> None:
     """Count a restart of the workload by cause, once the sync commits."""
     quota = w.quota.name
@@ -145,12 +152,10 @@ def _on_failure(pod: Pod, report: PodReport, *, now: datetime, backend: Backend)
     if report.refused or failing or not _restart_allowed(w, node_lost=report.node_lost):
         if report.refused:
             detail = "the cluster will not run it as asked, so no restart is tried"
-        elif verdict is not None and not verdict.retry:
+        elif verdict is not None and failing:
             detail = f"{verdict.rule}, so the job fails (ExitCodeAndErrorMsg)"
-        elif not w.fault_tolerance:
-            detail = "fault tolerance is off"
         else:
-            detail = f"{w.failures} of {w.max_restarts} restarts used"
+            detail = _no_restart(w)
         end_workload(
             w,
             status=Status.FAILED,
@@ -246,15 +251,10 @@ def _detect_hangs(now: datetime, backend: Backend) -> None:
         if _restart_allowed(w, node_lost=False):
             _requeue(w, now=now, why=why, backend=backend, cause="hang")
             continue
-        detail = (
-            "fault tolerance is off"
-            if not w.fault_tolerance
-            else (f"{w.failures} of {w.max_restarts} restarts used")
-        )
         end_workload(
             w,
             status=Status.FAILED,
-            reason=f"Hung: {silent}; {detail}.",
+            reason=f"Hung: {silent}; {_no_restart(w)}.",
             now=now,
             event_kind=EventKind.FINISHED,
         )
