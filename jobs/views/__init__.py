@@ -221,7 +221,7 @@ def signal_facts(workload: Workload, pods: Sequence[Pod], now: datetime) -> dict
     if workload.checkpoint_label:
         when = _ago(workload.last_checkpoint_at, now, "time unknown")
         checkpoint = f"{workload.checkpoint_label}, {when}"
-    policy = "Any failure is retried (within max restarts)"
+    policy = str(FailurePolicy.ANY.label)  # the fault tolerance line says whether it restarts
     if workload.failure_policy == FailurePolicy.EXIT_CODE_AND_ERROR_MSG:
         retry = _rules(workload.retry_exit_codes, workload.retry_messages)
         fail = _rules(workload.fail_exit_codes, workload.fail_messages)
