@@ -140,3 +140,37 @@ def seed_demo_service(*, now: datetime) -> Workload:
             service=service, name=name, cron=cron, timezone="UTC", target_replicas=target, now=now
         )
     return service
+
+
+DEMO_NOTEBOOKS = ("notebook-eda", "notebook-sweep")
+
+
+@transaction.atomic
+def seed_demo_notebooks(*, now: datetime) -> list[Workload]:
+    """Team C's two notebooks with a 30-minute idle auto-stop, one in use, one abandoned.
+
+    The simulated cluster plays an even-pk instance as in use and an odd-pk one as abandoned
+    (jobs.backends.simulated.last_activity): created one after the other, one of each.
+    """
+    from jobs.services.workloads import Shape, instance_start
+
+    notebooks = Workload.objects.filter(name__in=DEMO_NOTEBOOKS, kind=Kind.INTERACTIVE)
+    existing = list(notebooks.order_by("pk"))
+    if existing:
+        return existing
+    demo = seed_demo()
+    carol = get_user_model().objects.get(username="carol")
+    return [
+        instance_start(
+            actor=carol,
+            workspace=demo.workspaces["workspace_c"],
+            quota=demo.quotas["Quota 1.2"],
+            name=name,
+            shape=Shape(replicas=1, gpu=1000, cpu=4000, memory=32768),
+            node_pools=[demo.node_pool],
+            max_duration=8 * 3600,
+            idle_stop_minutes=30,
+            now=now,
+        )
+        for name in DEMO_NOTEBOOKS
+    ]

@@ -19,7 +19,7 @@ from cluster.models import NodePool
 from console import names
 from console.numbers import INT32, NumberField, WholeNumberField
 from console.units import MAX_GPUS, duration_text, milli_to_gpus
-from jobs.choices import IdlePolicy, RestartMode
+from jobs.choices import FailurePolicy, IdlePolicy, RestartMode
 from jobs.models import ScalingRule
 from quotas.models import Quota
 from quotas.selectors import quotas_pools_in_effect
@@ -173,6 +173,49 @@ class WorkloadForm(forms.Form):
         }
 
 
+# The ExitCodeAndErrorMsg lists, named as job_submit names them.
+POLICY_LISTS = ("retry_exit_codes", "retry_messages", "fail_exit_codes", "fail_messages")
+
+
+class ExitCodesField(forms.CharField):
+    """Exit codes separated by commas or spaces, as a list of whole numbers."""
+
+    def to_python(self, value: Any) -> list[int]:  # type: ignore[override]
+        """The numbers written; the service checks their range."""
+        text = super().to_python(value) or ""
+        codes = []
+        for part in text.replace(",", " ").split():
+            if not part.lstrip("-").isdigit():
+                raise ValidationError(f"{part!r} is not an exit code: write whole numbers.")
+            codes.append(int(part))
+        return codes
+
+
+class PatternsField(forms.CharField):
+    """Message patterns, one a line, as a list (the service checks each compiles)."""
+
+    widget = forms.Textarea(attrs={"rows": 2})
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        """The non-empty lines."""
+        text = super().to_python(value) or ""
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _codes(label: str) -> ExitCodesField:
+    return ExitCodesField(
+        label=label, required=False, help_text="Separated by commas, like 137, 143."
+    )
+
+
+def _patterns(label: str) -> PatternsField:
+    return PatternsField(
+        label=label,
+        required=False,
+        help_text="One regular expression a line, searched in the termination message.",
+    )
+
+
 class JobSubmitForm(WorkloadForm):
     """Submit a training job (PAI DLC)."""
 
@@ -207,6 +250,18 @@ class JobSubmitForm(WorkloadForm):
         required=False,
         help_text="Empty: off.",
     )
+    failure_policy = forms.ChoiceField(
+        label="Failure policy",
+        choices=FailurePolicy.choices,
+        initial=FailurePolicy.ANY,
+        required=False,  # left out: any failure is retried, as before the policy existed
+        help_text="By exit code and error message: only the listed failures are retried; "
+        "any other failure fails the job.",
+    )
+    retry_exit_codes = _codes("Retry on exit codes")
+    retry_messages = _patterns("Retry on messages")
+    fail_exit_codes = _codes("Fail at once on exit codes")
+    fail_messages = _patterns("Fail at once on messages")
 
     ALIASES = {
         "node_pools": "node_pool",
@@ -229,6 +284,8 @@ class JobSubmitForm(WorkloadForm):
             "max_restarts": data["max_restarts"],
             "restart_mode": data["restart_mode"],
             "hang_minutes": data.get("hang_minutes"),
+            "failure_policy": data.get("failure_policy") or FailurePolicy.ANY,
+            **{name: data.get(name) or [] for name in POLICY_LISTS},
         }
 
 

@@ -3,7 +3,14 @@ job list, the job page, the timeline's Resumed entry)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from jobs.choices import Status
+
+if TYPE_CHECKING:
+    from jobs.models import Workload
+
+NO_CHECKPOINT = "no checkpoint reported"
 
 
 def percent(progress: float, total_work: float | None, status: str = "") -> int | None:
@@ -35,3 +42,11 @@ def restarts_text(restarts: int, failures: int, max_restarts: int) -> str:
     if preemptions:
         parts.append(times(preemptions, "preemption"))
     return f"restarted {'once' if restarts == 1 else f'{restarts} times'}: {', '.join(parts)}"
+
+
+def lost_text(workload: Workload, lost: float) -> str:
+    """'Work lost since the last checkpoint (step-600): 0.42 GPU-hours.', or since the start
+    when no checkpoint was reported."""
+    label = workload.checkpoint_label
+    where = f"the last checkpoint ({label})" if label else f"the start ({NO_CHECKPOINT})"
+    return f"Work lost since {where}: {lost / 3600:.2f} GPU-hours."

@@ -45,6 +45,15 @@ def job() -> None:
 @click.option("--total-work", type=float, help="GPU-seconds (default: one hour on all its GPUs).")
 @click.option("--max-restarts", type=int, help="Restarts before it fails (default 3).")
 @click.option("--fault-tolerance/--no-fault-tolerance", default=None)
+@click.option(
+    "--failure-policy",
+    type=click.Choice(["any", "ExitCodeAndErrorMsg"]),
+    help="ExitCodeAndErrorMsg: retry only the listed exit codes and messages.",
+)
+@click.option("--retry-exit-code", "retry_exit_codes", type=int, multiple=True)
+@click.option("--retry-message", "retry_messages", multiple=True, help="A regular expression.")
+@click.option("--fail-exit-code", "fail_exit_codes", type=int, multiple=True)
+@click.option("--fail-message", "fail_messages", multiple=True, help="A regular expression.")
 @click.option("--command", "command_line", help="The command the container runs.")
 @output_options
 def job_submit(
@@ -54,10 +63,15 @@ def job_submit(
     total_work: float | None,
     max_restarts: int | None,
     fault_tolerance: bool | None,
+    failure_policy: str | None,
     command_line: str | None,
+    retry_exit_codes: tuple[int, ...],
+    retry_messages: tuple[str, ...],
+    fail_exit_codes: tuple[int, ...],
+    fail_messages: tuple[str, ...],
     **shape: Any,
 ) -> None:
-    """Submit a training job NAME."""
+    """Submit a training job NAME (repeat --retry-exit-code and the like for more)."""
     body = submit_body(name=name, **shape)
     body["idle_policy"] = idle
     optional = {
@@ -65,9 +79,17 @@ def job_submit(
         "total_work": total_work,
         "max_restarts": max_restarts,
         "fault_tolerance": fault_tolerance,
+        "failure_policy": failure_policy,
         "command": command_line,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
+    lists = {
+        "retry_exit_codes": retry_exit_codes,
+        "retry_messages": retry_messages,
+        "fail_exit_codes": fail_exit_codes,
+        "fail_messages": fail_messages,
+    }
+    body.update({k: list(v) for k, v in lists.items() if v})
     answer = Client.from_config().post("jobs/", body)
     emit(answer, [workload_row(answer)], WORKLOAD_HEADER)
 
@@ -105,6 +127,8 @@ def job_show(name: str, workspace: str | None) -> None:
         ("idle policy", detail["idle_policy"]),
         ("progress", f"{detail['progress']} / {detail['total_work']} GPU-s"),
         ("restarts", f"{detail['restarts']} of {detail['max_restarts']}"),
+        ("failure policy", detail["failure_policy"]),
+        ("last checkpoint", detail["checkpoint_label"] or "no checkpoint reported"),
     ]
     show(detail, extra)
 

@@ -13,7 +13,7 @@ from console import names
 from console.api import FiniteFloatField, GPUField, ReplicaGPUField, missing_named, ref, whole
 from console.fast.statements import Statement, columns, loaded
 from console.numbers import INT32
-from jobs.choices import EventKind, IdlePolicy, PodStatus, RestartMode
+from jobs.choices import EventKind, FailurePolicy, IdlePolicy, PodStatus, RestartMode
 from jobs.models import Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.pod_logs import DEFAULT_TAIL, MAX_TAIL
 from jobs.services.workloads import Shape
@@ -49,6 +49,9 @@ class PodSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "borrowed",
             "reason",
             "exit_code",
+            "message",
+            "resume_from",
+            "last_heartbeat_at",
             "started_at",
             "ended_at",
         ]
@@ -137,6 +140,13 @@ class JobSerializer(WorkloadSerializer):
             "max_restarts",
             "failures",
             "hang_minutes",
+            "checkpoint_label",
+            "last_checkpoint_at",
+            "failure_policy",
+            "retry_exit_codes",
+            "retry_messages",
+            "fail_exit_codes",
+            "fail_messages",
         ]
         read_only_fields = fields
 
@@ -155,7 +165,7 @@ class InstanceSerializer(WorkloadSerializer):
     """An interactive instance with its time limits."""
 
     class Meta(WorkloadSerializer.Meta):
-        fields = [*COMMON, "max_duration", "idle_stop_minutes"]
+        fields = [*COMMON, "max_duration", "idle_stop_minutes", "last_activity_at"]
         read_only_fields = fields
 
 
@@ -302,6 +312,23 @@ class SubmitSerializer(serializers.Serializer):  # type: ignore[type-arg]
         return {"shape": shape, **data}
 
 
+def _codes(help_text: str) -> serializers.ListField:
+    """An ExitCodeAndErrorMsg list of exit codes (the service checks their range)."""
+    return serializers.ListField(
+        child=serializers.IntegerField(), required=False, default=list, help_text=help_text
+    )
+
+
+def _patterns(help_text: str) -> serializers.ListField:
+    """An ExitCodeAndErrorMsg list of message patterns (the service checks each compiles)."""
+    return serializers.ListField(
+        child=serializers.CharField(trim_whitespace=False),
+        required=False,
+        default=list,
+        help_text=help_text,
+    )
+
+
 class JobSubmitSerializer(SubmitSerializer):
     """A training job: idle policy, checkpoints and fault tolerance."""
 
@@ -317,6 +344,15 @@ class JobSubmitSerializer(SubmitSerializer):
     restart_on_node_loss = serializers.BooleanField(default=True)
     restart_mode = serializers.ChoiceField(choices=RestartMode.choices, default=RestartMode.SYNC)
     hang_minutes = whole(required=False, allow_null=True)
+    failure_policy = serializers.ChoiceField(
+        choices=FailurePolicy.choices,
+        default=FailurePolicy.ANY,
+        help_text="ExitCodeAndErrorMsg: retry only the listed exit codes and messages.",
+    )
+    retry_exit_codes = _codes("Exit codes (1-255) that are retried, within max_restarts.")
+    retry_messages = _patterns("Termination-message patterns (regular expressions) retried.")
+    fail_exit_codes = _codes("Exit codes that fail the job at once.")
+    fail_messages = _patterns("Termination-message patterns that fail the job at once.")
     command = serializers.CharField(required=False, default="", allow_blank=True)
 
 

@@ -19,6 +19,9 @@ class PodReport:
     exit_code: int | None = None
     reason: str = ""
     node_lost: bool = False
+    # The container's termination message (Kubernetes) or the injected fault's (simulated),
+    # which an ExitCodeAndErrorMsg policy matches with the exit code.
+    message: str = ""
     # The cluster will never run this replica as asked (no image, an inexpressible request):
     # restarting cannot help, so the workload fails at once.
     refused: bool = False
@@ -26,9 +29,6 @@ class PodReport:
 
 class Backend(Protocol):
     """A cluster the control loop drives; it never touches a pod it does not own."""
-
-    # Whether the backend records training progress; hang detection needs it.
-    reports_progress: bool
 
     def create_pod(self, pod: Pod, *, now: datetime) -> None:
         """Start a replica on the node the scheduler chose."""

@@ -2,7 +2,9 @@
 
 The pod rows are the simulated cluster's state, so any process (the runner, a management
 command, a test) can inject a fault: a crashed pod, a lost node, a hung job. `observe`
-reports what changed, as a real cluster's watch would.
+reports what changed, as a real cluster's watch would. Its workloads also report as real
+ones do through the report endpoint: training sends heartbeats (unless hung) and names its
+checkpoints ("step-<n>"), and interactive instances show activity in bursts while in use.
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ if TYPE_CHECKING:
 NODE_LOST = "node_lost"
 PROGRESS_FIELDS = ("progress", "last_progress_at")
 CRASH = "crash:"
+# A running replica's heartbeat is stored when the last one is this old (a client's pace).
+HEARTBEAT_EVERY = timedelta(seconds=30)
+# An instance in use shows activity this often; an abandoned one (odd pk) none after a while.
+ACTIVITY_EVERY = timedelta(minutes=5)
+ABANDONED_AFTER = timedelta(minutes=20)
+BATCH = 400  # rows per UPDATE (a bound on its parameters)
 
 
 @dataclass
@@ -31,7 +39,6 @@ class SimulatedBackend:
     """Pods start `start_delay` seconds after they are created."""
 
     start_delay: float = 30.0
-    reports_progress: bool = True
 
     def create_pod(self, pod: Pod, *, now: datetime) -> None:
         """Schedule the pod's start."""
@@ -56,15 +63,16 @@ class SimulatedBackend:
 
         reports = []
         faulty = Pod.objects.filter(status__in=LIVE_POD_STATUSES).exclude(sim_fault="")
-        for pod_id, fault in faulty.values_list("pk", "sim_fault"):
+        for pod_id, fault, message in faulty.values_list("pk", "sim_fault", "message"):
             if fault == NODE_LOST:
                 reports.append(
                     PodReport(pod_id, PodStatus.FAILED, reason="Node lost", node_lost=True)
                 )
             else:
                 code = int(fault.removeprefix(CRASH))
+                why = f"Crashed with exit code {code}" + (f": {message}" if message else "")
                 reports.append(
-                    PodReport(pod_id, PodStatus.FAILED, code, f"Crashed with exit code {code}")
+                    PodReport(pod_id, PodStatus.FAILED, code, why[:300], message=message)
                 )
         faulty.update(sim_fault="")
         broken = {r.pod_id for r in reports}
@@ -78,11 +86,13 @@ class SimulatedBackend:
             kind=Kind.TRAINING, status=Status.RUNNING
         ).prefetch_related("pods")
         progressed: dict[int, float] = {}
+        beating: list[int] = []
         for workload in running:
             pods = [p for p in workload.pods.all() if p.status == PodStatus.RUNNING]
             if len(pods) < workload.replicas or broken.intersection(p.pk for p in pods):
                 continue
             if not workload.sim_hung:
+                beating += [p.pk for p in pods if _beat_due(p, now)]
                 fields = _advance(workload, now)
                 if len(fields) == len(PROGRESS_FIELDS):
                     progressed[workload.pk] = workload.progress
@@ -91,11 +101,13 @@ class SimulatedBackend:
             if workload.progress >= workload.total_work:
                 reports += [PodReport(p.pk, PodStatus.SUCCEEDED, exit_code=0) for p in pods]
         _save_progress(progressed, now)
+        _heartbeat(beating, now)
+        _report_activity(now)
         return reports
 
-    def inject_pod_crash(self, pod: Pod, *, exit_code: int = 137) -> None:
-        """The pod's process dies with an exit code."""
-        type(pod).objects.filter(pk=pod.pk).update(sim_fault=f"{CRASH}{exit_code}")
+    def inject_pod_crash(self, pod: Pod, *, exit_code: int = 137, message: str = "") -> None:
+        """The pod's process dies with an exit code and, optionally, a termination message."""
+        type(pod).objects.filter(pk=pod.pk).update(sim_fault=f"{CRASH}{exit_code}", message=message)
 
     def inject_node_down(self, node_name: str) -> int:
         """A node goes away: it is cordoned and its pods are lost."""
@@ -117,6 +129,49 @@ class SimulatedBackend:
         from jobs.backends.sim_logs import pod_log
 
         return pod_log(pod, tail=tail, since=since, now=now)
+
+
+def _beat_due(pod: Pod, now: datetime) -> bool:
+    """The running replica's client would have sent a heartbeat since the stored one."""
+    return pod.last_heartbeat_at is None or pod.last_heartbeat_at <= now - HEARTBEAT_EVERY
+
+
+def _heartbeat(pod_ids: list[int], now: datetime) -> None:
+    """Store the replicas' heartbeats where the report endpoint stores them (Pod rows)."""
+    from jobs.models import Pod
+
+    for at in range(0, len(pod_ids), BATCH):
+        chunk = pod_ids[at : at + BATCH]
+        Pod.objects.filter(pk__in=chunk, status=PodStatus.RUNNING).update(last_heartbeat_at=now)
+
+
+def last_activity(instance: Workload, now: datetime) -> datetime | None:
+    """The simulated user's last burst of activity on a running instance (None: none yet).
+
+    Bursts come every ACTIVITY_EVERY from the start; an instance of odd pk is abandoned
+    ABANDONED_AFTER its start, so both an instance in use and an idle one play out.
+    """
+    start = instance.started_at
+    if start is None:
+        return None
+    end = now if instance.pk % 2 == 0 else min(now, start + ABANDONED_AFTER)
+    bursts = int((end - start) / ACTIVITY_EVERY)
+    return start + bursts * ACTIVITY_EVERY if bursts > 0 else None
+
+
+def _report_activity(now: datetime) -> None:
+    """Store the running instances' latest activity where the report endpoint stores it."""
+    from jobs.models import Workload
+
+    running = Workload.objects.filter(
+        kind=Kind.INTERACTIVE, status=Status.RUNNING, started_at__isnull=False
+    ).only("pk", "started_at", "last_activity_at")
+    for instance in running:
+        at = last_activity(instance, now)
+        if at is not None and (instance.last_activity_at is None or at > instance.last_activity_at):
+            Workload.objects.filter(pk=instance.pk, status=Status.RUNNING).update(
+                last_activity_at=at
+            )
 
 
 def _save_progress(progress: dict[int, float], now: datetime) -> None:
@@ -156,11 +211,13 @@ def _advance(workload: Workload, now: datetime) -> list[str]:
     intervals = int((now - last).total_seconds() // workload.checkpoint_interval)
     if workload.progress >= workload.total_work:
         workload.checkpoint_progress, workload.last_checkpoint_at = workload.progress, now
-        fields += ["checkpoint_progress", "last_checkpoint_at"]
     elif intervals > 0:
         # The checkpoint is taken at the boundary, not at this observation.
         at = last + timedelta(seconds=intervals * workload.checkpoint_interval)
         workload.checkpoint_progress = before + max((at - since).total_seconds(), 0.0) * rate
         workload.last_checkpoint_at = at
-        fields += ["checkpoint_progress", "last_checkpoint_at"]
-    return fields
+    else:
+        return fields
+    # named as a training script names its checkpoints: by step (a second of training each)
+    workload.checkpoint_label = f"step-{int(workload.checkpoint_progress / rate)}"
+    return [*fields, "checkpoint_progress", "last_checkpoint_at", "checkpoint_label"]

@@ -19,7 +19,7 @@ from cluster.models import Node
 from jobs.bridge.snapshot import Reading, WorkloadInfo, build
 from jobs.choices import ENDED_STATUSES, EventKind, Kind, PodStatus, Status
 from jobs.models import Pod, Workload
-from jobs.progress import percent
+from jobs.progress import NO_CHECKPOINT, lost_text, percent
 from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.tree import short_name
 from jobs.scheduling.types import Admission, CycleResult, Pending, Preemption, ScenarioError
@@ -162,7 +162,8 @@ def _evict(p: Preemption, rows: dict[str, WorkloadInfo], ahead: _Ahead, now: dat
     about = p.quota or victim.quota.name
     about = about if about.lower().startswith("quota") else f"Quota {about}"
     why = REASON_TEXT.get(p.reason, p.reason).format(quota=about)
-    lost = max(ahead.get(victim, "progress") - victim.checkpoint_progress, 0.0)
+    # the core's work_lost, the figure its victim order ranked by (as restarts count it)
+    lost = p.work_lost_gpu_seconds
     restarts, ended_at = ahead.get(victim, "restarts"), ahead.get(victim, "ended_at")
     requeue = victim.fault_tolerance and victim.restart_on_preemption
     if requeue:
@@ -185,9 +186,14 @@ def _evict(p: Preemption, rows: dict[str, WorkloadInfo], ahead: _Ahead, now: dat
         Note(
             victim,
             EventKind.PREEMPTED,
-            f"Preempted by {by}: {why}. Work lost since the last checkpoint: "
-            f"{lost / 3600:.2f} GPU-hours. {'Requeued.' if requeue else 'Failed (Preempted).'}",
-            {"by": by, "reason": p.reason, "work_lost_gpu_seconds": lost},
+            f"Preempted by {by}: {why}. {lost_text(victim, lost)} "
+            f"{'Requeued.' if requeue else 'Failed (Preempted).'}",
+            {
+                "by": by,
+                "reason": p.reason,
+                "work_lost_gpu_seconds": lost,
+                "checkpoint": victim.checkpoint_label,
+            },
         )
     ]
     if preemptor is not None:
@@ -237,6 +243,8 @@ def _start(
             devices=list(placement.devices),
             status=PodStatus.PENDING,
             borrowed=not a.in_quota,
+            # a requeued job resumes from its last reported checkpoint (TIDEPOOL_RESUME_FROM)
+            resume_from=w.checkpoint_label,
             created_at=now,
         )
         for i, placement in enumerate(a.placements)
@@ -267,16 +275,15 @@ def _start(
         ),
     ]
     if status == Status.REQUEUED and w.kind == Kind.TRAINING and w.total_work:
-        progress = ahead.get(w, "progress")
-        notes.append(
-            Note(
-                w,
-                EventKind.RESUMED,
-                # the list and the job page show percent() of the same progress
-                f"Resumed from its last checkpoint at {percent(progress, w.total_work)}% progress.",
-                {"progress": progress},
-            )
+        progress, label = ahead.get(w, "progress"), w.checkpoint_label
+        # the list and the job page show percent() of the same progress
+        at = f"at {percent(progress, w.total_work)}% progress"
+        text = (
+            f"Resumed from its last checkpoint {at} ({label})."
+            if label
+            else f"Started again from the beginning ({NO_CHECKPOINT}) {at}."
         )
+        notes.append(Note(w, EventKind.RESUMED, text, {"progress": progress, "resume_from": label}))
     return Start(w, pods, values, tuple(notes))
 
 

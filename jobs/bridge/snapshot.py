@@ -44,6 +44,21 @@ def _seconds(at: datetime | None) -> float | None:
     return None if at is None else at.timestamp()
 
 
+def checkpoint_since(workload: Workload) -> datetime | None:
+    """Where the work a stop would lose begins: the attempt's last checkpoint, else its start.
+
+    An attempt starts with last_checkpoint_at at its start; a reported checkpoint moves it.
+    """
+    return workload.last_checkpoint_at or workload.started_at
+
+
+def lost_gpu_seconds(workload: Workload, *, replicas: int, now: datetime) -> float:
+    """GPU-seconds `replicas` of the workload lose if stopped now: the core's work_lost on
+    the figures the victim order ranks by."""
+    since = _seconds(checkpoint_since(workload))
+    return core.work_lost(workload.gpu * replicas, since, now.timestamp())
+
+
 def _quota(
     quota: Quota, rows: list[QuotaResource], parent_name: str | None, pools: tuple[str, ...]
 ) -> core.Quota:
@@ -133,7 +148,7 @@ def to_core_workload(info: WorkloadInfo) -> core.Workload:
         ),
         submitted_at=w.submitted_at.timestamp(),
         started_at=_seconds(w.started_at),
-        last_checkpoint_at=_seconds(w.last_checkpoint_at or w.started_at),
+        last_checkpoint_at=_seconds(checkpoint_since(w)),
         in_quota=w.in_quota,
     )
 

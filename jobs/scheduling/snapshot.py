@@ -8,7 +8,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
 from .tree import QuotaTree, Vec, add_row
-from .types import MILLI, Placement, ScenarioError, Snapshot, Workload
+from .types import MILLI, Placement, ScenarioError, Snapshot, Workload, work_lost
 
 if TYPE_CHECKING:
     from .preemption.base import Window
@@ -515,9 +515,7 @@ class State:
             if e.key is None:
                 w = e.w
                 since = w.last_checkpoint_at if w.last_checkpoint_at is not None else w.started_at
-                if since is None:
-                    since = now
-                lost = max(0.0, e.req[0] * len(e.placements) / MILLI * (now - since))
+                lost = work_lost(e.req[0] * len(e.placements), since, now)
                 started = w.started_at if w.started_at is not None else w.submitted_at
                 e.key = (w.priority, e.in_quota, lost, -started, w.name)
 

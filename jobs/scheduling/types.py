@@ -18,6 +18,17 @@ IDLE_SCOPES = ("tree", "pool")
 REASONS = ("reclaim", "child_preemption", "priority", "fair_share", "min")
 
 
+def work_lost(milli_gpu: int, since: float | None, now: float) -> float:
+    """GPU-seconds a workload holding `milli_gpu` loses if stopped at `now`: the GPU-time since
+    its last checkpoint or its attempt's start (`since`; None: not started, nothing lost).
+
+    The one figure of work lost: victim order, preemption and restart messages all use it.
+    """
+    if since is None:
+        return 0.0
+    return max(0.0, milli_gpu / MILLI * (now - since))
+
+
 class ScenarioError(ValueError):
     """A snapshot or scenario that breaks the domain's invariants."""
 

@@ -10,6 +10,7 @@ from cluster.locking import write_lock
 from console.units import duration_text
 from jobs.choices import EventKind, Kind, Status
 from jobs.models import Workload
+from jobs.services.signals import idle_since
 from jobs.services.workloads import end_workload
 from jobs.wakeup import request_cycle
 
@@ -22,7 +23,7 @@ def _reason(instance: Workload, now: datetime) -> str | None:
     if started is not None and limit and started + timedelta(seconds=limit) <= now:
         return f"Reached its maximum duration of {duration_text(limit)}"
     if instance.idle_stop_minutes and instance.status == Status.RUNNING:
-        active = instance.last_progress_at or instance.started_at
+        active = idle_since(instance)  # the last activity reported, else the start
         if active is not None and active + timedelta(minutes=instance.idle_stop_minutes) <= now:
             minutes = instance.idle_stop_minutes
             return f"Idle for {minutes} minute{'' if minutes == 1 else 's'}"

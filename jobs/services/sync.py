@@ -1,5 +1,8 @@
 """Backend sync: pod phases become replica and workload status; fault tolerance restarts jobs.
 
+The signals running workloads send (heartbeats, checkpoints, exit codes and messages) are
+read by jobs.services.signals the same way for every backend; this module acts on them.
+
 The cluster is read before the write lock (network round trips hold no one up); the reports
 are applied under it, each to the pod and workload rows as they are then, so a report about a
 pod the control loop has since ended (a preempted, cancelled or scaled-down replica) is stale
@@ -9,7 +12,7 @@ news and changes nothing.
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import transaction
 
@@ -17,10 +20,13 @@ from cluster.locking import write_lock
 from console import metrics
 from jobs.backends import get_backend
 from jobs.backends.base import Backend, PodReport
+from jobs.bridge.snapshot import lost_gpu_seconds
 from jobs.choices import LIVE_POD_STATUSES, EventKind, Kind, PodStatus, RestartMode, Status
 from jobs.events import Timeline, batch, record
 from jobs.models import Pod, Workload
+from jobs.progress import lost_text
 from jobs.services.pods import pods_end
+from jobs.services.signals import Verdict, failure_verdict, hangs_find
 from jobs.services.workloads import end_workload
 from jobs.visibility import BORROWED, scrub
 from jobs.wakeup import request_cycle
@@ -37,6 +43,13 @@ def _restart_allowed(w: Workload, *, node_lost: bool) -> bool:
     return w.restart_on_node_loss if node_lost else w.restart_on_failure
 
 
+def _no_restart(w: Workload) -> str:
+    """Why fault tolerance restarts the job no more."""
+    if not w.fault_tolerance:
+        return "fault tolerance is off"
+    return f"{w.failures} of {w.max_restarts} restarts used"
+
+
 def _count_restart(w: Workload, cause: str) -> None:
     """Count a restart of the workload by cause, once the sync commits."""
     quota = w.quota.name
@@ -46,8 +59,9 @@ def _count_restart(w: Workload, cause: str) -> None:
 def _requeue(w: Workload, *, now: datetime, why: str, backend: Backend, cause: str) -> None:
     """Stop every live pod and put the job back in the queue from its last checkpoint."""
     live = w.pods.filter(status__in=LIVE_POD_STATUSES)
+    # every replica's work since the checkpoint is lost, the failed one's included
+    lost = lost_gpu_seconds(w, replicas=w.replicas, now=now)
     pods_end(live, status=PodStatus.STOPPED, reason=f"Restarting: {why}", now=now, backend=backend)
-    lost = max(w.progress - w.checkpoint_progress, 0.0)
     w.progress, w.last_progress_at, w.in_quota = w.checkpoint_progress, None, None
     w.status, w.status_reason, w.sim_hung = Status.REQUEUED, why, False
     w.restarts += 1
@@ -67,10 +81,10 @@ def _requeue(w: Workload, *, now: datetime, why: str, backend: Backend, cause: s
     record(
         w,
         EventKind.RESTARTED,
-        f"{why}. Restart {w.failures} of {w.max_restarts}: requeued from its last checkpoint "
-        f"({lost / 3600:.2f} GPU-hours lost).",
+        f"{why}. Restart {w.failures} of {w.max_restarts}: requeued. {lost_text(w, lost)}",
         at=now,
         work_lost_gpu_seconds=lost,
+        checkpoint=w.checkpoint_label,
     )
     _count_restart(w, cause)
     request_cycle()
@@ -80,6 +94,7 @@ def _replace_pod(
     pod: Pod, w: Workload, *, now: datetime, why: str, backend: Backend, cause: str
 ) -> None:
     """Async restart: start a new attempt of only the failed replica, on the same node."""
+    lost = lost_gpu_seconds(w, replicas=1, now=now) if w.kind == Kind.TRAINING else 0.0
     w.restarts += 1
     w.failures += 1 if w.kind != Kind.INFERENCE else 0
     w.save(update_fields=["restarts", "failures"])
@@ -90,11 +105,22 @@ def _replace_pod(
         node_id=pod.node_id,
         devices=pod.devices,
         borrowed=pod.borrowed,
+        resume_from=w.checkpoint_label,
         created_at=now,
     )
     backend.create_pod(replacement, now=now)
     replacement.save()
-    record(w, EventKind.RESTARTED, f"{why}. Replica {pod.index} restarted.", at=now)
+    text = f"{why}. Replica {pod.index} restarted."
+    if w.kind == Kind.TRAINING:
+        text += f" {lost_text(w, lost)}"
+    record(
+        w,
+        EventKind.RESTARTED,
+        text,
+        at=now,
+        work_lost_gpu_seconds=lost,
+        checkpoint=w.checkpoint_label,
+    )
     _count_restart(w, cause)
 
 
@@ -111,22 +137,25 @@ def _on_failure(pod: Pod, report: PodReport, *, now: datetime, backend: Backend)
         reason = scrub(reason, [node])
         data = {"node": node, BORROWED: True}
     why = f"Replica {pod.index} failed: {reason or 'exit code ' + str(report.exit_code)}"
+    verdict = _verdict(w, report)
     record(
         w,
         EventKind.FAULT,
-        why,
+        f"{why} ({verdict.rule})." if verdict else why,
         at=now,
         exit_code=report.exit_code,
         node_lost=report.node_lost,
+        **({"rule": verdict.rule, "retry": verdict.retry} if verdict else {}),
         **data,
     )
-    if report.refused or not _restart_allowed(w, node_lost=report.node_lost):
+    failing = verdict is not None and not verdict.retry
+    if report.refused or failing or not _restart_allowed(w, node_lost=report.node_lost):
         if report.refused:
             detail = "the cluster will not run it as asked, so no restart is tried"
-        elif not w.fault_tolerance:
-            detail = "fault tolerance is off"
+        elif verdict is not None and failing:
+            detail = f"{verdict.rule}, so the job fails (ExitCodeAndErrorMsg)"
         else:
-            detail = f"{w.failures} of {w.max_restarts} restarts used"
+            detail = _no_restart(w)
         end_workload(
             w,
             status=Status.FAILED,
@@ -145,6 +174,13 @@ def _on_failure(pod: Pod, report: PodReport, *, now: datetime, backend: Backend)
             request_cycle()  # the service's missing replica is placed by the next cycle
         return
     _requeue(w, now=now, why=why, backend=backend, cause=cause)
+
+
+def _verdict(w: Workload, report: PodReport) -> Verdict | None:
+    """The ExitCodeAndErrorMsg policy's verdict on a container's failure (not a lost node's)."""
+    if report.node_lost or report.refused or w.kind != Kind.TRAINING:
+        return None
+    return failure_verdict(w, exit_code=report.exit_code, message=report.message)
 
 
 def _start(pods: list[Pod], *, now: datetime) -> None:
@@ -182,11 +218,15 @@ def _apply(report: PodReport, pod: Pod, *, now: datetime, backend: Backend) -> N
     w = pod.workload
     live = Pod.objects.filter(pk=pod.pk, status__in=LIVE_POD_STATUSES)
     if not live.update(
-        status=report.phase, ended_at=now, exit_code=report.exit_code, reason=report.reason
+        status=report.phase,
+        ended_at=now,
+        exit_code=report.exit_code,
+        reason=report.reason,
+        message=report.message,
     ):
         return  # ended earlier in this sync, by a restart of its workload
     pod.status, pod.ended_at = report.phase, now
-    pod.exit_code, pod.reason = report.exit_code, report.reason
+    pod.exit_code, pod.reason, pod.message = report.exit_code, report.reason, report.message
     if report.phase == PodStatus.FAILED:
         _on_failure(pod, report, now=now, backend=backend)
     elif not w.pods.filter(status__in=LIVE_POD_STATUSES).exists():
@@ -202,22 +242,23 @@ def _apply(report: PodReport, pod: Pod, *, now: datetime, backend: Backend) -> N
 
 
 def _detect_hangs(now: datetime, backend: Backend) -> None:
-    """Restart running training that made no progress for its hang-detection window."""
-    candidates = Workload.objects.filter(
-        kind=Kind.TRAINING, status=Status.RUNNING, hang_minutes__isnull=False
-    ).select_related("workspace", "quota")
-    for w in candidates:
-        last = w.last_progress_at or w.started_at
-        if last is None or last > now - timedelta(minutes=w.hang_minutes or 0):
-            continue
-        why = f"No progress for {w.hang_minutes} minutes (hang detected)"
-        record(w, EventKind.FAULT, why, at=now)
+    """Restart, or fail (reason Hung), running training with a replica silent too long."""
+    for hang in hangs_find(now=now):
+        w, minutes = hang.workload, hang.workload.hang_minutes
+        silent = f"no heartbeat or progress from replica {hang.replica} for {minutes} minutes"
+        why = f"{silent[0].upper()}{silent[1:]} (hang detected)"
+        record(w, EventKind.FAULT, why, at=now, replica=hang.replica, hung=True)
         if _restart_allowed(w, node_lost=False):
             _requeue(w, now=now, why=why, backend=backend, cause="hang")
-        else:
-            end_workload(
-                w, status=Status.FAILED, reason=why, now=now, event_kind=EventKind.FINISHED
-            )
+            continue
+        end_workload(
+            w,
+            status=Status.FAILED,
+            reason=f"Hung: {silent}; {_no_restart(w)}.",
+            now=now,
+            event_kind=EventKind.FINISHED,
+        )
+        request_cycle()
 
 
 def backend_sync(*, now: datetime, backend: Backend | None = None) -> int:
@@ -264,6 +305,5 @@ def _sync(now: datetime, backend: Backend) -> int:
         else:
             _apply(report, pod, now=now, backend=backend)
     _start(started, now=now)
-    if backend.reports_progress:  # without progress reports every job would look hung
-        _detect_hangs(now, backend)
+    _detect_hangs(now, backend)
     return applied

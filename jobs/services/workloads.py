@@ -22,6 +22,7 @@ from jobs.choices import (
     ENDED_STATUSES,
     LIVE_POD_STATUSES,
     EventKind,
+    FailurePolicy,
     IdlePolicy,
     Kind,
     PodStatus,
@@ -32,6 +33,7 @@ from jobs.events import record
 from jobs.models import Workload
 from jobs.services.fit import workload_fit_check
 from jobs.services.scaling import scaling_rules_retire
+from jobs.services.signals import failure_policy_check
 from jobs.wakeup import request_cycle
 from quotas.models import Quota
 from quotas.selectors import quota_pools_in_effect
@@ -310,12 +312,22 @@ def job_submit(
     restart_on_node_loss: bool = True,
     restart_mode: str = RestartMode.SYNC,
     hang_minutes: int | None = None,
+    failure_policy: str = FailurePolicy.ANY,
+    retry_exit_codes: Sequence[int] = (),
+    retry_messages: Sequence[str] = (),
+    fail_exit_codes: Sequence[int] = (),
+    fail_messages: Sequence[str] = (),
     image: str = "",
     command: str = "",
     now: datetime | None = None,
     access: Access | None = None,
 ) -> Workload:
-    """Submit a training job; total_work is GPU-seconds (default: one hour on all its GPUs)."""
+    """Submit a training job; total_work is GPU-seconds (default: one hour on all its GPUs).
+
+    With failure_policy ExitCodeAndErrorMsg, a failure is retried only when its exit code
+    or message is in a retry list (message patterns are regular expressions, searched), and
+    fails the job at once when in a fail list (jobs.services.signals.failure_verdict).
+    """
     access = _submitter(actor, workspace, access)
     if idle_policy not in IdlePolicy.values:
         raise DomainError(
@@ -331,6 +343,13 @@ def job_submit(
         )
     if hang_minutes is not None and hang_minutes < 1:
         raise DomainError("Hang detection needs at least 1 minute.", field="hang_minutes")
+    policy = failure_policy_check(
+        failure_policy=failure_policy,
+        retry_exit_codes=list(retry_exit_codes),
+        retry_messages=list(retry_messages),
+        fail_exit_codes=list(fail_exit_codes),
+        fail_messages=list(fail_messages),
+    )
     # The shape first: the default total work comes from it, and a refusal names the field
     # the client sent (replicas, gpu), never total_work, which they may not have sent.
     _check_shape(shape, Kind.TRAINING)
@@ -365,6 +384,7 @@ def job_submit(
         hang_minutes=hang_minutes,
         image=image,
         command=command,
+        **policy,
     )
 
 

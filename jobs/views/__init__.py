@@ -20,9 +20,9 @@ from django.views.generic import FormView
 
 from console import clock
 from console.errors import DomainError
-from jobs.choices import Kind, PodStatus, Status
+from jobs.choices import FailurePolicy, Kind, PodStatus, Status
 from jobs.models import Pod, Workload, WorkloadEvent
-from jobs.progress import percent, restarts_text
+from jobs.progress import NO_CHECKPOINT, percent, restarts_text
 from jobs.visibility import BORROWED, entry_nodes, hidden_nodes, scrub, sees_borrowed_nodes
 from workspaces.pages import WorkspacePageMixin
 from workspaces.roles import SUBMIT
@@ -196,6 +196,45 @@ def row(workload: Workload, now: datetime, pods: Sequence[PodState] | None = Non
         time_left=time_left(workload, now),
         restarts=restarts_text(workload.restarts, workload.failures, workload.max_restarts),
     )
+
+
+def _ago(at: datetime | None, now: datetime, none: str) -> str:
+    """'12m ago', or `none` when there is no time."""
+    return none if at is None else f"{age((now - at).total_seconds())} ago"
+
+
+def _rules(codes: list[int], patterns: list[str]) -> str:
+    """'exit codes 137, 143 or a message matching 'NCCL'', 'nothing' when both are empty."""
+    parts = []
+    if codes:
+        parts.append(f"exit code{'s' if len(codes) > 1 else ''} {', '.join(map(str, codes))}")
+    if patterns:
+        parts.append("a message matching " + " or ".join(repr(p) for p in patterns))
+    return " or ".join(parts) or "nothing"
+
+
+def signal_facts(workload: Workload, pods: Sequence[Pod], now: datetime) -> dict[str, str]:
+    """What a workload's reports said last: heartbeat and checkpoint (training), activity
+    (instances), and the failure policy, as the page shows them."""
+    beats = [p.last_heartbeat_at for p in pods if p.last_heartbeat_at is not None]
+    checkpoint = NO_CHECKPOINT
+    if workload.checkpoint_label:
+        when = _ago(workload.last_checkpoint_at, now, "time unknown")
+        checkpoint = f"{workload.checkpoint_label}, {when}"
+    policy = str(FailurePolicy.ANY.label)  # the fault tolerance line says whether it restarts
+    if workload.failure_policy == FailurePolicy.EXIT_CODE_AND_ERROR_MSG:
+        retry = _rules(workload.retry_exit_codes, workload.retry_messages)
+        fail = _rules(workload.fail_exit_codes, workload.fail_messages)
+        policy = (
+            f"ExitCodeAndErrorMsg: retry {retry}; fail at once on {fail}; "
+            "any other failure fails the job"
+        )
+    return {
+        "heartbeat": _ago(max(beats, default=None), now, "none reported"),
+        "checkpoint": checkpoint,
+        "activity": _ago(workload.last_activity_at, now, "none reported (idle since its start)"),
+        "policy": policy,
+    }
 
 
 def now() -> datetime:

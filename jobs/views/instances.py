@@ -93,6 +93,7 @@ def _detail_context(request: HttpRequest, instance: Workload) -> dict[str, Any]:
     return {
         "instance": instance,
         "r": row(instance, moment),
+        "signals": views.signal_facts(instance, current, moment),
         "pods": readable.pods(current),
         "older_pods": readable.pods(older[:50]),
         "older_count": len(older),

@@ -33,6 +33,7 @@ from jobs.views import (
     pod_summary,
     quota_label,
     row,
+    signal_facts,
 )
 from workspaces.pages import WorkspacePageMixin
 from workspaces.roles import SUBMIT
@@ -135,6 +136,7 @@ def _detail_context(request: HttpRequest, job: Workload) -> dict[str, Any]:
     return {
         "job": job,
         "r": row(job, moment),
+        "signals": signal_facts(job, current, moment),
         "pods": readable.pods(current),
         "older_pods": readable.pods(older[:50]),
         "older_count": len(older),

@@ -30,7 +30,7 @@ class _Late(SimulatedBackend):
     """The simulated cluster, reporting what it saw before the test changed the rows."""
 
     def __init__(self, reports: list[PodReport]) -> None:
-        super().__init__(start_delay=30, reports_progress=False)
+        super().__init__(start_delay=30)
         self.reports = reports
 
     def observe(self, *, now: datetime) -> list[PodReport]:

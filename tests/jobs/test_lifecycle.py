@@ -152,15 +152,22 @@ def test_hang_is_detected_and_the_job_restarted(bob, submit, tick, sim) -> None:
     assert _refresh(job).status == Status.RUNNING
 
 
-def test_no_hang_is_declared_where_the_backend_reports_no_progress(bob, submit, tick, sim) -> None:
-    sim.reports_progress = False  # as on Kubernetes, where a pod's phase is all we see
-    job = submit(bob, "quiet", hang_minutes=10, total_work=8 * 36000)
+def test_a_hung_job_without_fault_tolerance_fails_with_reason_hung(bob, submit, tick, sim) -> None:
+    # Every backend detects hangs now (issue 14): the simulator's running replicas send
+    # heartbeats, and a hung job's stop, so its silence is what is detected.
+    job = submit(bob, "quiet", hang_minutes=10, fault_tolerance=False, total_work=8 * 36000)
     tick()
     tick(30)
     sim.inject_hang(job)
-    tick(900)
+    tick(540)
+    assert _refresh(job).status == Status.RUNNING
+    tick(120)
     job = _refresh(job)
-    assert job.status == Status.RUNNING and job.restarts == 0
+    assert job.status == Status.FAILED and job.restarts == 0
+    assert job.status_reason == (
+        "Hung: no heartbeat or progress from replica 0 for 10 minutes; fault tolerance is off."
+    )
+    assert job.pods.get().status == PodStatus.STOPPED
 
 
 def test_node_down_reschedules_replicas_elsewhere(bob, submit, tick, sim) -> None:

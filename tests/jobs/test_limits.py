@@ -112,12 +112,20 @@ def test_an_idle_instance_is_stopped_after_its_idle_minutes(make_instance: Any) 
     instance = make_instance(
         max_duration=8 * 3600,
         idle_stop_minutes=30,
-        last_progress_at=STARTED + timedelta(minutes=20),
+        last_activity_at=STARTED + timedelta(minutes=20),  # its last activity report
     )
     assert interactive_time_limits_enforce(now=STARTED + timedelta(minutes=49)) == 0
     assert interactive_time_limits_enforce(now=STARTED + timedelta(minutes=50)) == 1
     instance.refresh_from_db()
     assert instance.status == Status.STOPPED
+    assert instance.status_reason == "Idle for 30 minutes"
+
+
+def test_an_instance_never_active_is_idle_from_its_start(make_instance: Any) -> None:
+    instance = make_instance(max_duration=8 * 3600, idle_stop_minutes=30)
+    assert interactive_time_limits_enforce(now=STARTED + timedelta(minutes=29)) == 0
+    assert interactive_time_limits_enforce(now=STARTED + timedelta(minutes=30)) == 1
+    instance.refresh_from_db()
     assert instance.status_reason == "Idle for 30 minutes"
 
 

@@ -20,7 +20,7 @@ class _Reporting(SimulatedBackend):
     """The simulated cluster, reporting what the test hands it instead of what it sees."""
 
     def __init__(self) -> None:
-        super().__init__(start_delay=30, reports_progress=False)
+        super().__init__(start_delay=30)
         self.reports: list[PodReport] = []
 
     def observe(self, *, now: datetime) -> list[PodReport]:

@@ -72,9 +72,6 @@ def _finished(obj: dict[str, Any]) -> bool:
 class KubernetesBackend:
     """A cluster behind an API server; it touches only pods carrying its own labels."""
 
-    # A pod's phase says nothing of training progress, so hang detection cannot run here.
-    reports_progress = False
-
     def __init__(self, api: client.CoreV1Api, kube: KubeConfig) -> None:
         self.api = api
         self.kube = kube
@@ -203,7 +200,9 @@ class KubernetesBackend:
         seen = observe_pod(actual)
         if seen.phase in (pod.status, PodStatus.PENDING):
             return None
-        return PodReport(pod.pk, seen.phase, seen.exit_code, seen.reason, seen.node_lost)
+        return PodReport(
+            pod.pk, seen.phase, seen.exit_code, seen.reason, seen.node_lost, message=seen.message
+        )
 
     def _vanished(self, pod: Pod) -> PodReport:
         """A running replica's pod is gone: with its node, by a drain, or deleted by hand."""

@@ -1,4 +1,5 @@
-"""What an API pod object says happened: its phase, exit code and reason, as Tidepool names them."""
+"""What an API pod object says happened: its phase, exit code, reason and termination message,
+as Tidepool names them."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class Observed:
     exit_code: int | None = None
     reason: str = ""
     node_lost: bool = False
+    message: str = ""  # the container's termination message (terminationMessagePath)
 
 
 def clip(text: str) -> str:
@@ -80,7 +82,10 @@ def observe_pod(obj: dict[str, Any]) -> Observed:
     if phase == "Succeeded":
         return Observed(PodStatus.SUCCEEDED, exit_code=code if code is not None else 0)
     if phase == "Failed":
-        return Observed(PodStatus.FAILED, exit_code=code, reason=clip(_failure(status, term)))
+        said = (term.get("message") or "") if term else ""
+        return Observed(
+            PodStatus.FAILED, exit_code=code, reason=clip(_failure(status, term)), message=said
+        )
     if phase == "Running":
         return Observed(PodStatus.RUNNING)
     for waiting in _container_states(status, "waiting"):

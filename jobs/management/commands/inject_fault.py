@@ -21,6 +21,9 @@ class Command(BaseCommand):
         parser.add_argument("fault", choices=["node-down", "pod-crash", "hang"])
         parser.add_argument("target", help="a node name, or a workload as workspace/name")
         parser.add_argument("--exit-code", type=int, default=137)
+        parser.add_argument(
+            "--message", default="", help="pod-crash: the container's termination message"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Mark the fault where the simulated backend will report it."""
@@ -41,7 +44,8 @@ class Command(BaseCommand):
         pod = Pod.objects.filter(workload=workload, status__in=LIVE_POD_STATUSES).first()
         if pod is None:
             raise CommandError(f"{target} has no live pod to crash.")
-        sim.inject_pod_crash(pod, exit_code=options["exit_code"])
+        sim.inject_pod_crash(pod, exit_code=options["exit_code"], message=options["message"])
+        said = f": {options['message']}" if options["message"] else ""
         self.stdout.write(
-            f"Pod {pod.index} of {target} crashes with exit code {options['exit_code']}."
+            f"Pod {pod.index} of {target} crashes with exit code {options['exit_code']}{said}."
         )
