@@ -22,7 +22,7 @@ from django_celery_beat.admin import (
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from console.admin import ReadOnlyAdmin
-from jobs.cron import describe
+from console.cron import describe
 from jobs.models import ControlState, Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.services.scaling import FIRE_TASK
 
