@@ -57,6 +57,11 @@ def _gpus(count: int) -> str:
     return f"{count} GPU" if count == 1 else f"{count} GPUs"
 
 
+def _sentence(text: str) -> str:
+    """Text with its first letter capital (str.capitalize would lower the rest)."""
+    return text[:1].upper() + text[1:]
+
+
 def action_words(rule: CalendarRule) -> str:
     """What the rule does, in words: "move 32 GPUs of guarantee from Quota 1.2 to Quota 1.1"."""
     if rule.action == CalendarAction.REBALANCE:
@@ -193,7 +198,7 @@ def _sync_periodic_task(rule: CalendarRule, cron: CronExpr) -> None:
         name=f"Quota calendar rule {rule.pk}: {rule.name}",
         task_path=FIRE_TASK,
         description=(
-            f"{action_words(rule).capitalize()} at {rule.cron} ({rule.timezone}){except_}. "
+            f"{_sentence(action_words(rule))} at {rule.cron} ({rule.timezone}){except_}. "
             "Managed by Tidepool: edit the calendar rule, not this task."
         ),
     )
@@ -281,7 +286,7 @@ def _apply(rule: CalendarRule) -> tuple[str, str]:
             state = "lends" if quota.lend_idle else "does not lend"
             return CalendarOutcome.UNCHANGED, f"No change: {quota.name} already {state} idle GPUs."
         quota_update(actor=None, quota=quota, lend_idle=rule.lend_idle, via=via)
-        return CalendarOutcome.OK, f"{action_words(rule).capitalize()} from now on."
+        return CalendarOutcome.OK, f"{_sentence(action_words(rule))} from now on."
     assert node_pool is not None
     if rule.action == CalendarAction.SCALE:
         before = _min_gpus(quota, node_pool)
