@@ -156,3 +156,26 @@ def test_a_refused_edit_leaves_the_rule_and_its_task_as_they_were(demo: Demo) ->
     rule.refresh_from_db()
     assert rule.cron == "0 22 * * 1-5"
     assert PeriodicTask.objects.values().get(pk=rule.periodic_task_id) == task_before
+
+
+def test_the_demo_lends_team_b_32_gpus_of_team_cs_guarantee_each_weekday_night(
+    demo: Demo,
+) -> None:
+    from console.demo import seed_demo_calendar
+    from quotas.services.calendar import calendar_rules_fire_due
+    from tests.quotas.builders import min_gpus
+
+    monday = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    rules = seed_demo_calendar(now=monday)
+    assert seed_demo_calendar(now=monday) == rules  # seeding again adds nothing
+    assert PeriodicTask.objects.filter(task=FIRE_TASK).count() == 2
+    night = datetime(2026, 11, 30, 22, 0, tzinfo=UTC)
+    assert calendar_rules_fire_due(now=night) == 1
+    assert (min_gpus("Quota 1.1"), min_gpus("Quota 1.2")) == (80, 48)
+    assert calendar_rules_fire_due(now=datetime(2026, 12, 1, 8, 0, tzinfo=UTC)) == 1
+    assert (min_gpus("Quota 1.1"), min_gpus("Quota 1.2")) == (48, 80)
+    # A runner down from Tuesday to Saturday night catches up the latest due firing of each
+    # rule, oldest first: Friday's loan, then Saturday's return. Sunday returns nothing.
+    assert calendar_rules_fire_due(now=datetime(2026, 12, 5, 22, 0, tzinfo=UTC)) == 2
+    assert calendar_rules_fire_due(now=datetime(2026, 12, 6, 8, 0, tzinfo=UTC)) == 0
+    assert (min_gpus("Quota 1.1"), min_gpus("Quota 1.2")) == (48, 80)
