@@ -291,7 +291,7 @@ class CalendarRuleViewSet(
 
     queryset = CalendarRule.objects.select_related("quota", "target", "node_pool").order_by("name")
     serializer_class = s.CalendarRuleSerializer
-    filter_fields = {"quota": ("quota__name", "quota_id"), "action": "action"}
+    filter_fields = {"name": "name", "quota": ("quota__name", "quota_id"), "action": "action"}
     noun = "calendar rule"
     error_paths = {
         "create": {"target": "to"},
