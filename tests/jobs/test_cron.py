@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from console.errors import DomainError
 from console.cron import parse, zone
+from console.errors import DomainError
 
 
 def utc(*args: int) -> datetime:
