@@ -156,10 +156,11 @@ LOAN_GPUS = 32
 def seed_demo_calendar(*, now: datetime) -> list[CalendarRule]:
     """Every weekday at 22:00 UTC, 32 GPUs of team C's guarantee (Quota 1.2, 80) go to team
     B (Quota 1.1, 48); at 08:00 they come back."""
-    from quotas.services.calendar import calendar_rule_create
+    from quotas.services.calendar import calendar_rule_create, next_firing
 
     demo = seed_demo()
-    rules = []
+    rules: list[CalendarRule] = []
+    since = now
     for name, cron, giver, taker in NIGHTLY_LOAN:
         rule = CalendarRule.objects.filter(name=name).first() or calendar_rule_create(
             name=name,
@@ -170,7 +171,10 @@ def seed_demo_calendar(*, now: datetime) -> list[CalendarRule]:
             target=demo.quotas[taker],
             node_pool=demo.node_pool,
             gpus=LOAN_GPUS,
-            now=now,
+            now=since,
         )
         rules.append(rule)
+        # The return counts from the first loan: seeded between 22:00 and 08:00, it must not
+        # give back the night's loan that was never made.
+        since = next_firing(rule, now) or now
     return rules

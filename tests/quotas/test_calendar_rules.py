@@ -179,3 +179,16 @@ def test_the_demo_lends_team_b_32_gpus_of_team_cs_guarantee_each_weekday_night(
     assert calendar_rules_fire_due(now=datetime(2026, 12, 5, 22, 0, tzinfo=UTC)) == 2
     assert calendar_rules_fire_due(now=datetime(2026, 12, 6, 8, 0, tzinfo=UTC)) == 0
     assert (min_gpus("Quota 1.1"), min_gpus("Quota 1.2")) == (48, 80)
+
+
+def test_the_demo_seeded_in_the_night_returns_nothing_it_did_not_lend(demo: Demo) -> None:
+    from console.demo import seed_demo_calendar
+    from quotas.services.calendar import calendar_rules_fire_due
+    from tests.quotas.builders import min_gpus
+
+    seed_demo_calendar(now=datetime(2026, 12, 3, 7, 30, tzinfo=UTC))  # Thursday, before 08:00
+    assert calendar_rules_fire_due(now=datetime(2026, 12, 3, 8, 0, tzinfo=UTC)) == 0
+    assert (min_gpus("Quota 1.1"), min_gpus("Quota 1.2")) == (48, 80)
+    assert calendar_rules_fire_due(now=datetime(2026, 12, 3, 22, 0, tzinfo=UTC)) == 1
+    assert calendar_rules_fire_due(now=datetime(2026, 12, 4, 8, 0, tzinfo=UTC)) == 1
+    assert (min_gpus("Quota 1.1"), min_gpus("Quota 1.2")) == (48, 80)
