@@ -89,7 +89,7 @@ def test_only_platform_admins_reach_the_calendar_pages(
 
 def test_the_quota_tree_links_the_calendar(demo: Demo, admin: Any, login: Callable) -> None:
     page = login(admin).get("/quotas/").content.decode()
-    assert 'href="/quotas/calendar/" data-testid="quota-calendar"' in page
+    assert 'href="/quotas/calendar/" data-testid="quota-calendar">Quota calendar</a>' in page
 
 
 def test_creating_a_rule_lands_on_its_page_with_its_blast_radius_and_what_if(
