@@ -228,3 +228,29 @@ def test_the_lists_show_rules_cluster_wide_and_per_quota(
     assert "Weekdays at 22:00" in everything and "Quota 1 lends its idle GPUs" in everything
     of_b = client.get(f"/quotas/{demo.quotas['Quota 1.1'].pk}/calendar/").content.decode()
     assert 'data-rule="nightly-loan"' in of_b and 'data-rule="weekend-lend"' not in of_b
+
+
+def test_the_calendar_list_and_api_list_make_a_fixed_number_of_queries(
+    demo: Demo, admin: Any, login: Callable
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.test import APIClient
+
+    client = login(admin)
+    api = APIClient()
+    api.force_authenticate(admin)
+
+    def queries() -> tuple[int, int]:
+        with CaptureQueriesContext(connection) as page:
+            assert client.get("/quotas/calendar/").status_code == 200
+        with CaptureQueriesContext(connection) as listed:
+            assert api.get("/api/v1/quota-calendar/").status_code == 200
+        return len(page), len(listed)
+
+    _rule(demo, name="loan 0")
+    one = queries()
+    for i in range(1, 6):
+        _rule(demo, name=f"loan {i}")
+    CalendarRule.objects.update(last_outcome="failed")  # the notice lists all six
+    assert queries() == one
