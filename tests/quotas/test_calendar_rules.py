@@ -192,3 +192,25 @@ def test_the_demo_seeded_in_the_night_returns_nothing_it_did_not_lend(demo: Demo
     assert calendar_rules_fire_due(now=datetime(2026, 12, 3, 22, 0, tzinfo=UTC)) == 1
     assert calendar_rules_fire_due(now=datetime(2026, 12, 4, 8, 0, tzinfo=UTC)) == 1
     assert (min_gpus("Quota 1.1"), min_gpus("Quota 1.2")) == (48, 80)
+
+
+def test_the_admin_shows_a_calendar_rules_task_read_only_and_leaves_it_alone(
+    demo: Demo, admin: Any, login: Any
+) -> None:
+    from django.urls import reverse
+
+    rule = calendar_rule_create(now=NOW, **_values(demo))
+    task = _task(rule)
+    client = login(admin)
+    body = client.get(
+        reverse("admin:django_celery_beat_periodictask_change", args=[task.pk])
+    ).content.decode()
+    assert f'href="/quotas/calendar/{rule.pk}/"' in body and "weekdays at 22:00" in body
+    assert 'name="_save"' not in body  # read-only: the rule is the source of truth
+    response = client.post(
+        reverse("admin:django_celery_beat_periodictask_changelist"),
+        {"action": "disable_tasks", "_selected_action": [task.pk]},
+        follow=True,
+    )
+    assert "Left 1 rule task alone" in response.content.decode()
+    assert _task(rule).enabled
