@@ -6,6 +6,8 @@ limits apply, a scheduling cycle runs and usage is sampled. The same demand then
 static partitioning (no borrowing, no child-level preemption) for comparison.
 
     python bench/day_night.py --days 7 [--why-idle]
+    python bench/day_night.py --days 7 --calendar demo   # shared, without and with the demo's
+                                                         # quota calendar (team B's nightly loan)
 
 `--why-idle` also files the GPUs left idle after each minute's cycle under one cause (see
 `idle_causes`); it adds a snapshot per minute, so leave it off when timing the run.
@@ -82,7 +84,28 @@ def idle_causes(snapshot: Any, reasons: dict[str, str]) -> tuple[str, int, str]:
     return ("fragmentation" if idle >= need else "holes_too_small", idle, "")
 
 
-def run(days: int, *, static: bool, why_idle: bool = False) -> dict[str, object]:
+def _team_b(days: float) -> dict[str, object]:
+    """Team B's (Quota 1.1) GPU-hours allocated and its training jobs' wait to start."""
+    from jobs.models import UsageSample, Workload
+
+    minutes = UsageSample.objects.filter(quota__name="Quota 1.1").values_list(
+        "gpu_in_quota", "gpu_borrowed"
+    )
+    waits = sorted(
+        (w.started_at - w.submitted_at).total_seconds()
+        for w in Workload.objects.filter(quota__name="Quota 1.1", started_at__isnull=False)
+    )
+    p95 = waits[min(len(waits) - 1, int(0.95 * len(waits)))] if waits else None
+    return {
+        "team_b_gpu_hours_allocated": round(sum(a + b for a, b in minutes) / 1000 / 60, 1),
+        "team_b_wait_s": {"median": statistics.median(waits) if waits else None, "p95": p95},
+        "team_b_started": len(waits),
+    }
+
+
+def run(
+    days: int, *, static: bool, why_idle: bool = False, calendar: bool = False
+) -> dict[str, object]:
     """Play `days` simulated days and measure them."""
     from django.db import connection
 
@@ -102,6 +125,7 @@ def run(days: int, *, static: bool, why_idle: bool = False) -> dict[str, object]
     from jobs.services.sync import backend_sync
     from jobs.services.usage import usage_sample
     from quotas.models import Quota, QuotaResource
+    from quotas.services.calendar import calendar_rules_fire_due
 
     clock = ManualClock(START)
     clock_module.set_clock(clock)
@@ -109,6 +133,10 @@ def run(days: int, *, static: bool, why_idle: bool = False) -> dict[str, object]
     set_backend(backend)
     demo = seed_demo()
     service = seed_demo_service(now=clock.now())
+    if calendar:
+        from console.demo import seed_demo_calendar
+
+        seed_demo_calendar(now=clock.now())
     if static:
         # Each team keeps a fixed slice sized for its peak: inference 64, B 24, C 40.
         QuotaResource.objects.filter(quota__name="Quota 1.1").update(min_gpu=24_000)
@@ -127,6 +155,7 @@ def run(days: int, *, static: bool, why_idle: bool = False) -> dict[str, object]
         traffic()
         backend_sync(now=now, backend=backend)
         scaling_rules_fire_due(now=now)
+        calendar_rules_fire_due(now=now)
         interactive_time_limits_enforce(now=now)
         t0 = time.perf_counter()
         scheduling_cycle_run(now=now, backend=backend)
@@ -183,6 +212,8 @@ def run(days: int, *, static: bool, why_idle: bool = False) -> dict[str, object]
     ).count()
     result = {
         "gpu_alloc_pct": round(100 * allocated, 2),
+        "gpu_hours_allocated": round(sum(by_minute.values()) / 1000 / 60, 1),
+        **_team_b(days),
         "inference_ready_after_0800_s": {
             "median": statistics.median(delays) if delays else None,
             "max": max(delays) if delays else None,
@@ -215,12 +246,19 @@ def main() -> None:
     """Run the shared and the static configuration, each in its own scratch database."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--days", type=float, default=7)
-    parser.add_argument("--mode", choices=["shared", "static", "both"], default="both")
+    parser.add_argument("--mode", choices=["shared", "static", "both", "calendar"], default="both")
+    parser.add_argument(
+        "--calendar",
+        choices=["demo"],
+        help="compare shared without and with the demo's quota calendar (team B's nightly loan)",
+    )
     parser.add_argument(
         "--why-idle", action="store_true", help="also break the idle GPU-hours down by cause"
     )
     args = parser.parse_args()
     modes = ["shared", "static"] if args.mode == "both" else [args.mode]
+    if args.calendar == "demo":
+        modes = ["shared", "calendar"]
     if len(modes) > 1:
         # One Django per process: run each mode in a child interpreter.
         import subprocess
@@ -242,7 +280,14 @@ def main() -> None:
         setup(str(Path(tmp) / "bench.sqlite3"))
         print(
             json.dumps(
-                {modes[0]: run(args.days, static=modes[0] == "static", why_idle=args.why_idle)}
+                {
+                    modes[0]: run(
+                        args.days,
+                        static=modes[0] == "static",
+                        why_idle=args.why_idle,
+                        calendar=modes[0] == "calendar",
+                    )
+                }
             )
         )
 

@@ -35,6 +35,7 @@ router.register("quotas", dashboard.QuotaViewSet, basename="quota")
 router.register(
     rf"quotas/(?P<quota_id>{ID_REGEX})/audit", quotas.QuotaAuditViewSet, basename="quota-audit"
 )
+router.register("quota-calendar", quotas.CalendarRuleViewSet, basename="quota-calendar")
 router.register("workspaces", workspaces.WorkspaceViewSet, basename="workspace")
 router.register(
     rf"workspaces/(?P<workspace_id>{ID_REGEX})/members",

@@ -15,11 +15,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.production")
 app = Celery("tidepool")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-# Scaling rules are beat's crontab entries (one per rule), so the catch-up task is not needed.
+# Scaling and quota calendar rules are beat's crontab entries (one per rule), so their
+# catch-up sweeps are not needed.
+SWEEPS = {"jobs.tasks.scaling_rules_due", "quotas.tasks.calendar_rules_due"}
 app.conf.beat_schedule = {
     name: {"task": name, "schedule": seconds, "options": {"expires": seconds}}
     for name, seconds in SCHEDULE.items()
-    if name != "jobs.tasks.scaling_rules_due"
+    if name not in SWEEPS
 }
 
 

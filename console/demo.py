@@ -14,7 +14,8 @@ from cluster.services import node_create, node_pool_create, resource_pool_create
 from jobs.choices import Kind
 from jobs.models import Workload
 from quotas.amounts import Amounts
-from quotas.models import Quota
+from quotas.choices import CalendarAction
+from quotas.models import CalendarRule, Quota
 from quotas.services.quotas import quota_create
 from workspaces.choices import Role
 from workspaces.models import Workspace
@@ -174,3 +175,40 @@ def seed_demo_notebooks(*, now: datetime) -> list[Workload]:
         )
         for name in DEMO_NOTEBOOKS
     ]
+
+
+# Team B's nightly loan from team C: (name, cron, giver, taker). The return fires the morning
+# after each weekday loan (Tuesday to Saturday), so it never gives back what was not lent.
+NIGHTLY_LOAN = (
+    ("Team B nightly loan", "0 22 * * 1-5", "Quota 1.2", "Quota 1.1"),
+    ("Team B loan return", "0 8 * * 2-6", "Quota 1.1", "Quota 1.2"),
+)
+LOAN_GPUS = 32
+
+
+@transaction.atomic
+def seed_demo_calendar(*, now: datetime) -> list[CalendarRule]:
+    """Every weekday at 22:00 UTC, 32 GPUs of team C's guarantee (Quota 1.2, 80) go to team
+    B (Quota 1.1, 48); at 08:00 they come back."""
+    from quotas.services.calendar import calendar_rule_create, next_firing
+
+    demo = seed_demo()
+    rules: list[CalendarRule] = []
+    since = now
+    for name, cron, giver, taker in NIGHTLY_LOAN:
+        rule = CalendarRule.objects.filter(name=name).first() or calendar_rule_create(
+            name=name,
+            cron=cron,
+            timezone="UTC",
+            action=CalendarAction.REBALANCE,
+            quota=demo.quotas[giver],
+            target=demo.quotas[taker],
+            node_pool=demo.node_pool,
+            gpus=LOAN_GPUS,
+            now=since,
+        )
+        rules.append(rule)
+        # The return counts from the first loan: seeded between 22:00 and 08:00, it must not
+        # give back the night's loan that was never made.
+        since = next_firing(rule, now) or now
+    return rules

@@ -18,6 +18,7 @@ from django.db import close_old_connections, connection
 
 from jobs import tasks
 from jobs.wakeup import on_cycle_requested
+from quotas import tasks as quota_tasks
 
 log = logging.getLogger(__name__)
 MIN_REAL_INTERVAL = 0.4
@@ -25,6 +26,7 @@ MIN_REAL_INTERVAL = 0.4
 TASKS: dict[str, Callable[[], object]] = {
     "jobs.tasks.backend_sync": tasks.backend_sync,
     "jobs.tasks.scaling_rules_due": tasks.scaling_rules_due,
+    "quotas.tasks.calendar_rules_due": quota_tasks.calendar_rules_due,
     "jobs.tasks.time_limits": tasks.time_limits,
     "jobs.tasks.scheduling_cycle": tasks.scheduling_cycle,
     "jobs.tasks.usage_sample": tasks.usage_sample,

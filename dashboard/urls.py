@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.views import cluster, quota_usage, quotas
+from dashboard.views import calendar, cluster, quota_usage, quotas
 
 app_name = "dashboard"
 urlpatterns = [
@@ -28,6 +28,15 @@ quota_urlpatterns = [
     path("<int:pk>/monitoring/", quotas.QuotaMonitoringView.as_view(), name="monitoring"),
     path("<int:pk>/scale/", quotas.QuotaScaleView.as_view(), name="scale"),
     path("<int:pk>/rebalance/", quotas.QuotaRebalanceView.as_view(), name="rebalance"),
+    path("calendar/", calendar.CalendarListView.as_view(), name="calendar"),
+    path("<int:pk>/calendar/", calendar.CalendarListView.as_view(), name="quota_calendar"),
+    path("calendar/new/", calendar.CalendarRuleCreateView.as_view(), name="calendar_create"),
+    path("calendar/<int:pk>/", calendar.CalendarRuleView.as_view(), name="calendar_rule"),
+    path(
+        "calendar/<int:pk>/delete/",
+        calendar.CalendarRuleDeleteView.as_view(),
+        name="calendar_delete",
+    ),
 ]
 
 # Joined to workspaces/urls.py under the workspaces namespace: a member's view of a bound quota.

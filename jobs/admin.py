@@ -1,7 +1,8 @@
 """Django admin for workloads and what the control loop records: browse only.
 
-Scaling rules' beat tasks stay on django-celery-beat's own admin pages, read-only there
-(ManagedPeriodicTaskAdmin says why); every other periodic task is edited as before.
+Scaling rules' and quota calendar rules' beat tasks stay on django-celery-beat's own admin
+pages, read-only there (ManagedPeriodicTaskAdmin says why); every other periodic task is
+edited as before.
 """
 
 from __future__ import annotations
@@ -22,9 +23,14 @@ from django_celery_beat.admin import (
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from console.admin import ReadOnlyAdmin
-from jobs.cron import describe
+from console.cron import describe
 from jobs.models import ControlState, Pod, ScalingRule, UsageSample, Workload, WorkloadEvent
 from jobs.services.scaling import FIRE_TASK
+from quotas.models import CalendarRule
+from quotas.services.calendar import FIRE_TASK as CALENDAR_FIRE_TASK
+
+# The tasks the console writes from its rules: scaling rules and quota calendar rules.
+MANAGED_TASKS = (FIRE_TASK, CALENDAR_FIRE_TASK)
 
 
 @admin.register(Workload)
@@ -108,8 +114,26 @@ class ControlStateAdmin(ReadOnlyAdmin):
 
 
 def _managed(task: PeriodicTask | None) -> bool:
-    """Whether a periodic task mirrors a scaling rule (jobs.services.scaling)."""
-    return task is not None and task.task == FIRE_TASK
+    """Whether a periodic task mirrors a scaling or calendar rule."""
+    return task is not None and task.task in MANAGED_TASKS
+
+
+def _calendar_rule(task: PeriodicTask) -> str | None:
+    """For a calendar rule's task, where to change it, in words (None for other tasks)."""
+    if task.task != CALENDAR_FIRE_TASK:
+        return None
+    rule = CalendarRule.objects.filter(periodic_task=task).first()
+    if rule is None:
+        return "Tidepool (no rule: the console removes it)"
+    return format_html(
+        'Managed by Tidepool: <a href="{}">quota calendar rule {}</a> ({}, {}; {}). Edit '
+        "the rule in the console; this task mirrors it and cannot be changed here.",
+        reverse("quotas:calendar_rule", args=[rule.pk]),
+        rule.name,
+        describe(rule.cron),
+        rule.timezone,
+        "enabled" if rule.enabled else "disabled",
+    )
 
 
 def _rule_url(rule: ScalingRule) -> str:
@@ -124,9 +148,10 @@ class _PeriodicTaskForm(PeriodicTaskForm):  # type: ignore[misc]
     def clean(self) -> dict[str, Any]:
         """Scaling-rule tasks come from the console only."""
         data: dict[str, Any] = super().clean()
-        if data.get("task") == FIRE_TASK:
+        if data.get("task") in MANAGED_TASKS:
             raise forms.ValidationError(
-                "Scaling-rule tasks are made by the console: add a rule on the service's page."
+                "Rule tasks are made by the console: add a scaling rule on the service's page, "
+                "or a quota calendar rule on the quota's Calendar page."
             )
         return data
 
@@ -154,6 +179,9 @@ class ManagedPeriodicTaskAdmin(PeriodicTaskAdmin):  # type: ignore[misc]
         """A link to the console's rule, for a scaling rule's task."""
         if not _managed(obj):
             return ""
+        calendar = _calendar_rule(obj)
+        if calendar is not None:
+            return calendar
         rule = (
             ScalingRule.objects.filter(periodic_task=obj)
             .select_related("service__workspace")
@@ -168,6 +196,9 @@ class ManagedPeriodicTaskAdmin(PeriodicTaskAdmin):  # type: ignore[misc]
     @admin.display(description="Scaling rule")
     def console_rule(self, obj: PeriodicTask) -> str:
         """Where to change this task: the rule, in words."""
+        calendar = _calendar_rule(obj)
+        if calendar is not None:
+            return calendar
         rule = (
             ScalingRule.objects.filter(periodic_task=obj)
             .select_related("service__workspace")
@@ -220,15 +251,15 @@ class ManagedPeriodicTaskAdmin(PeriodicTaskAdmin):  # type: ignore[misc]
         self, request: HttpRequest, queryset: QuerySet[PeriodicTask]
     ) -> QuerySet[PeriodicTask]:
         """The selection minus scaling rules' tasks, saying so when any were selected."""
-        skipped = queryset.filter(task=FIRE_TASK).count()
+        skipped = queryset.filter(task__in=MANAGED_TASKS).count()
         if skipped:
             self.message_user(
                 request,
-                f"Left {skipped} scaling-rule task{'s' if skipped != 1 else ''} alone: "
-                "enable, disable or change the rule on its service's page in the console.",
+                f"Left {skipped} rule task{'s' if skipped != 1 else ''} alone: enable, "
+                "disable or change the scaling or calendar rule in the console.",
                 level=messages.WARNING,
             )
-        return queryset.exclude(task=FIRE_TASK)
+        return queryset.exclude(task__in=MANAGED_TASKS)
 
     @admin.action(description="Enable selected tasks")
     def enable_tasks(self, request: HttpRequest, queryset: QuerySet[PeriodicTask]) -> None:
@@ -250,7 +281,7 @@ class ManagedCrontabScheduleAdmin(CrontabScheduleAdmin):  # type: ignore[misc]
     """Crontab schedules; one a scaling rule's task uses is read-only (see above)."""
 
     def _used_by_rule(self, obj: Any) -> bool:
-        return obj is not None and obj.periodictask_set.filter(task=FIRE_TASK).exists()
+        return obj is not None and obj.periodictask_set.filter(task__in=MANAGED_TASKS).exists()
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         """Not while a scaling rule's task uses it."""

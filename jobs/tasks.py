@@ -12,6 +12,7 @@ SCHEDULE = {
     "jobs.tasks.backend_sync": 5.0,
     "jobs.tasks.scheduling_cycle": 5.0,
     "jobs.tasks.scaling_rules_due": 30.0,
+    "quotas.tasks.calendar_rules_due": 30.0,
     "jobs.tasks.time_limits": 30.0,
     "jobs.tasks.usage_sample": 60.0,
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from console.admin import ReadOnlyAdmin, ReadOnlyInline
-from quotas.models import Quota, QuotaAudit, QuotaResource
+from quotas.models import CalendarRule, Quota, QuotaAudit, QuotaResource
 
 
 class QuotaResourceInline(ReadOnlyInline):
@@ -38,7 +38,28 @@ class QuotaAdmin(ReadOnlyAdmin):
 class QuotaAuditAdmin(ReadOnlyAdmin):
     """The quota audit log: who changed what, before and after."""
 
-    list_display = ("at", "quota_name", "action", "actor")
+    list_display = ("at", "quota_name", "action", "actor", "via")
     list_filter = ("action",)
     list_select_related = ("actor",)
     search_fields = ("quota_name", "actor__username")
+
+
+@admin.register(CalendarRule)
+class CalendarRuleAdmin(ReadOnlyAdmin):
+    """Quota calendar rules: scheduled rebalance, scale or lend-idle (edit them in the console)."""
+
+    list_display = (
+        "name",
+        "action",
+        "quota",
+        "target",
+        "gpus",
+        "cron",
+        "timezone",
+        "enabled",
+        "last_run_at",
+        "last_outcome",
+    )
+    list_filter = ("enabled", "action", "last_outcome")
+    list_select_related = ("quota", "target")
+    search_fields = ("name", "quota__name")

@@ -9,7 +9,7 @@ from django.db import models
 
 from cluster.models import NodePool, ResourcePool
 from console import clock
-from quotas.choices import AuditAction, QueueStrategy
+from quotas.choices import AuditAction, CalendarAction, CalendarOutcome, QueueStrategy
 
 
 class Quota(models.Model):
@@ -82,9 +82,49 @@ class QuotaAudit(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
     action = models.CharField(max_length=12, choices=AuditAction.choices)
+    # What made the change when no user did: "calendar rule nightly-loan".
+    via = models.CharField(max_length=150, blank=True)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
     at = models.DateTimeField(default=clock.now, editable=False)
 
     class Meta:
         ordering = ["-at", "-id"]
+
+
+class CalendarRule(models.Model):
+    """A scheduled quota change: at each cron time (in its zone), rebalance, scale or set
+    lend-idle, except on its exclude-dates."""
+
+    name = models.CharField(max_length=100, unique=True)
+    cron = models.CharField(max_length=100)
+    timezone = models.CharField(max_length=64, default="UTC")
+    # Local dates ("2026-12-25") in the rule's time zone on which it does not fire.
+    exclude_dates = models.JSONField(default=list, blank=True)
+    enabled = models.BooleanField(default=True)
+    action = models.CharField(max_length=10, choices=CalendarAction.choices)
+    quota = models.ForeignKey(Quota, on_delete=models.PROTECT, related_name="calendar_rules")
+    # The sibling a rebalance moves the guarantee to.
+    target = models.ForeignKey(
+        Quota, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    node_pool = models.ForeignKey(
+        NodePool, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    gpus = models.PositiveIntegerField(null=True, blank=True)  # whole GPUs moved or scaled to
+    lend_idle = models.BooleanField(null=True, blank=True)  # the lend-idle value it sets
+    created_at = models.DateTimeField()
+    # The latest firing handled: a watermark, moved on without running when the schedule changes.
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_outcome = models.CharField(max_length=10, choices=CalendarOutcome.choices, blank=True)
+    last_run_result = models.CharField(max_length=500, blank=True)
+    periodic_task = models.OneToOneField(
+        "django_celery_beat.PeriodicTask", on_delete=models.SET_NULL, null=True, blank=True
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

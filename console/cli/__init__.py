@@ -6,6 +6,7 @@
     tidepool job submit | ls | show | cancel | logs-events | logs
     tidepool service ls | show | create | scale | stop | logs | rules ls/add/rm
     tidepool instance start | ls | show | stop | open | logs
+    tidepool calendar list | add | delete
     tidepool explain SCENARIO
     tidepool completion bash|zsh
 
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 import click
 from click.shell_completion import get_completion_class
 
+from console.cli.calendar import calendar
 from console.cli.client import Client, CLIError, save_config
 from console.cli.explain import explain
 from console.cli.instances import instance
@@ -66,7 +68,7 @@ def completion(shell: str) -> None:
     click.echo(complete(cli, {}, "tidepool", COMPLETE_VAR).source())
 
 
-for group in (quota, workspace, job, service, instance, explain):
+for group in (quota, workspace, job, service, instance, explain, calendar):
     cli.add_command(group)
 
 

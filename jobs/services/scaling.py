@@ -8,27 +8,28 @@ before now and applies it only once, so duplicate, late or retried ticks are har
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from cluster.locking import write_lock
 from console import clock, metrics
+from console.cron import CronExpr, parse, zone
 from console.errors import DomainError, NameTaken
 from console.names import check_dns_name
+from console.schedules import (
+    due_firing,
+    periodic_task_drop,
+    periodic_task_sync,
+    skip_past_firings,
+)
 from jobs.choices import ENDED_STATUSES, EventKind, Kind
-from jobs.cron import CronExpr, parse, zone
 from jobs.events import record
 from jobs.models import ScalingRule, Workload
 from jobs.wakeup import request_cycle
 
 FIRE_TASK = "jobs.tasks.scaling_rule_fire"
-# A beat tick not picked up within a minute is dropped: the next tick (or the embedded runner)
-# catches the rule up anyway, so missed ticks never pile up in the queue.
-EXPIRE_SECONDS = 60
 RULE_FIELDS = ("name", "cron", "timezone", "target_replicas", "exclude_cron", "enabled")
 
 
@@ -136,36 +137,18 @@ def _task_name(rule: ScalingRule) -> str:
 
 def _sync_periodic_task(rule: ScalingRule, cron: CronExpr) -> None:
     """Create or update the rule's beat task so it matches the rule."""
-    schedule, _ = CrontabSchedule.objects.get_or_create(
-        **cron.celery_fields(), timezone=zone(rule.timezone)
+    periodic_task_sync(
+        rule,
+        cron,
+        name=_task_name(rule),
+        task_path=FIRE_TASK,
+        description=(
+            f"Set {rule.service.name} to {rule.target_replicas} "
+            f"{_replicas_word(rule.target_replicas)} at {rule.cron} ({rule.timezone})"
+            + (f", except {rule.exclude_cron}" if rule.exclude_cron else "")
+            + ". Managed by Tidepool: edit the scaling rule, not this task."
+        ),
     )
-    task = rule.periodic_task or PeriodicTask()
-    previous_schedule_id = task.crontab_id if task.pk else None
-    task.name = _task_name(rule)
-    task.task = FIRE_TASK
-    task.crontab = schedule
-    task.interval = None
-    task.kwargs = json.dumps({"rule_id": rule.pk})
-    task.enabled = rule.enabled
-    task.expires = None
-    task.expire_seconds = EXPIRE_SECONDS
-    task.description = (
-        f"Set {rule.service.name} to {rule.target_replicas} "
-        f"{_replicas_word(rule.target_replicas)} at {rule.cron} ({rule.timezone})"
-        + (f", except {rule.exclude_cron}" if rule.exclude_cron else "")
-        + ". Managed by Tidepool: edit the scaling rule, not this task."
-    )
-    task.save()
-    if rule.periodic_task_id != task.pk:
-        rule.periodic_task = task
-        rule.save(update_fields=["periodic_task"])
-    if previous_schedule_id and previous_schedule_id != schedule.pk:
-        _drop_unused_schedule(previous_schedule_id)
-
-
-def _drop_unused_schedule(schedule_id: int) -> None:
-    """Delete a crontab schedule no periodic task uses any more."""
-    CrontabSchedule.objects.filter(pk=schedule_id, periodictask__isnull=True).delete()
 
 
 @transaction.atomic
@@ -217,25 +200,11 @@ def scaling_rule_update(
     rescheduled = any(values[k] != before[k] for k in ("cron", "timezone", "exclude_cron")) or (
         values["enabled"] and not before["enabled"]
     )
-    if rescheduled and rule.enabled:
-        latest = parsed.previous_at_or_before(now or clock.now(), rule.timezone)
-        floor = rule.created_at
-        if rule.last_fired_at is not None and rule.last_fired_at > floor:
-            floor = rule.last_fired_at
-        if latest is not None and latest > floor:
-            rule.last_fired_at = latest
+    if rescheduled:
+        skip_past_firings(rule, parsed, now or clock.now())
     rule.save()
     _sync_periodic_task(rule, parsed)
     return rule
-
-
-def _drop_task(task: PeriodicTask | None) -> None:
-    """Delete a rule's beat task, and its crontab if no other task uses it."""
-    if task is not None:
-        schedule_id = task.crontab_id
-        task.delete()
-        if schedule_id:
-            _drop_unused_schedule(schedule_id)
 
 
 @transaction.atomic
@@ -244,7 +213,7 @@ def scaling_rule_delete(*, rule: ScalingRule) -> None:
     rule = ScalingRule.objects.select_related("periodic_task").get(pk=rule.pk)
     task = rule.periodic_task
     rule.delete()
-    _drop_task(task)
+    periodic_task_drop(task)
 
 
 def scaling_rules_retire(*, service: Workload) -> None:
@@ -253,22 +222,10 @@ def scaling_rules_retire(*, service: Workload) -> None:
         task = rule.periodic_task
         rule.enabled, rule.periodic_task = False, None
         rule.save(update_fields=["enabled", "periodic_task"])
-        _drop_task(task)
+        periodic_task_drop(task)
 
 
 # Firing --------------------------------------------------------------------------------------
-
-
-def _due_firing(rule: ScalingRule, now: datetime) -> datetime | None:
-    """The firing of the rule that has not been handled yet, if any (no queries)."""
-    if not rule.enabled:
-        return None
-    latest = parse(rule.cron).previous_at_or_before(now, rule.timezone)
-    if latest is None or latest <= rule.created_at:
-        return None
-    if rule.last_fired_at is not None and latest <= rule.last_fired_at:
-        return None
-    return latest
 
 
 def _ran(rule: ScalingRule, firing: datetime, result: str) -> None:
@@ -293,7 +250,7 @@ def scaling_rule_fire(*, rule: ScalingRule, now: datetime) -> bool:
     if current is None:
         return False
     rule = current
-    firing = _due_firing(rule, now)
+    firing = due_firing(rule, now)
     if firing is None:
         return False
     tz = zone(rule.timezone)
@@ -343,7 +300,7 @@ def scaling_rules_fire_due(*, now: datetime) -> int:
     rules = ScalingRule.objects.filter(enabled=True).only(
         "id", "cron", "timezone", "enabled", "created_at", "last_fired_at"
     )
-    due = [(firing, rule) for rule in rules if (firing := _due_firing(rule, now)) is not None]
+    due = [(firing, rule) for rule in rules if (firing := due_firing(rule, now)) is not None]
     due.sort(key=lambda pair: (pair[0], pair[1].pk))
     return sum(1 for _, rule in due if scaling_rule_fire(rule=rule, now=now))
 

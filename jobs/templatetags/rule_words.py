@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 
-from jobs.cron import describe
+from console.cron import describe
 
 register = template.Library()
 

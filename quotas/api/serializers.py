@@ -15,7 +15,7 @@ from console import names
 from console.api import FiniteFloatField, GPUField, ref, whole
 from quotas.amounts import Amounts
 from quotas.choices import QueueStrategy
-from quotas.models import Quota, QuotaAudit
+from quotas.models import CalendarRule, Quota, QuotaAudit
 from quotas.selectors import audit_changes
 
 AMOUNT_KEYS = tuple(f"{b}_{r}" for b in ("min", "max") for r in ("gpu", "cpu", "memory"))
@@ -260,3 +260,65 @@ def merged_amounts(
         values.update({key: row[key] for key in AMOUNT_KEYS if key in row})
         result[node_pool] = Amounts(**values)
     return result
+
+
+# Quota calendar ---------------------------------------------------------------------------------
+
+
+class CalendarRuleSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A scheduled quota change: at each cron time in its zone, except on its exclude-dates,
+    move GPUs of guarantee to a sibling (rebalance), scale a quota, or set its lend-idle."""
+
+    name = serializers.CharField(max_length=100, trim_whitespace=False)
+    cron = serializers.CharField(max_length=100)
+    timezone = serializers.CharField(max_length=64, default="UTC")
+    exclude_dates = serializers.ListField(
+        child=serializers.CharField(), required=False, default=list, help_text="YYYY-MM-DD"
+    )
+    enabled = serializers.BooleanField(default=True)
+    quota = by_name(Quota.objects.all(), help_text="The quota it changes (for a move, the giver).")
+    to = by_name(
+        Quota.objects.all(),
+        source="target",
+        required=False,
+        allow_null=True,
+        help_text="rebalance: the sibling that takes the GPUs.",
+    )
+    node_pool = by_name(
+        NodePool.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="rebalance and scale: needed when the pool has several.",
+    )
+    gpus = whole(required=False, allow_null=True, help_text="Whole GPUs moved, or scaled to.")
+    lend_idle = serializers.BooleanField(required=False, allow_null=True, default=None)
+
+    class Meta:
+        model = CalendarRule
+        fields = [
+            "id",
+            "name",
+            "action",
+            "quota",
+            "to",
+            "node_pool",
+            "gpus",
+            "lend_idle",
+            "cron",
+            "timezone",
+            "exclude_dates",
+            "enabled",
+            "created_at",
+            "last_fired_at",
+            "last_run_at",
+            "last_outcome",
+            "last_run_result",
+        ]
+        read_only_fields = [
+            "id",
+            "created_at",
+            "last_fired_at",
+            "last_run_at",
+            "last_outcome",
+            "last_run_result",
+        ]

@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from cluster.models import NodePool
+from console import clock
 from console.api import (
     IF_MATCH,
     NON_FIELD,
@@ -31,8 +32,13 @@ from console.errors import DomainError
 from quotas.amounts import RESOURCES
 from quotas.api import serializers as s
 from quotas.api.serializers import AMOUNT_KEYS
-from quotas.models import Quota, QuotaAudit
+from quotas.models import CalendarRule, Quota, QuotaAudit
 from quotas.selectors import quota_amounts, quotas_with_amounts
+from quotas.services.calendar import (
+    calendar_rule_create,
+    calendar_rule_delete,
+    calendar_rule_update,
+)
 from quotas.services.quotas import (
     quota_create,
     quota_delete,
@@ -272,3 +278,41 @@ class QuotaAuditViewSet(mixins.ListModelMixin, ClusterViewSet):
         if not visible or not Quota.objects.filter(pk=int(quota_id)).exists():
             raise MissingParent(f"No quota with id {quota_id}.")
         return super().get_queryset().filter(quota_id=int(quota_id))
+
+
+class CalendarRuleViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    ClusterViewSet,
+):
+    """The quota calendar (``/quota-calendar/``): scheduled rebalance, scale or lend-idle."""
+
+    queryset = CalendarRule.objects.select_related("quota", "target", "node_pool").order_by("name")
+    serializer_class = s.CalendarRuleSerializer
+    filter_fields = {"name": "name", "quota": ("quota__name", "quota_id"), "action": "action"}
+    noun = "calendar rule"
+    error_paths = {
+        "create": {"target": "to"},
+        "partial_update": {"target": "to"},
+    }
+
+    def perform_create(self, serializer: Any) -> None:
+        """calendar_rule_create decides."""
+        serializer.instance = calendar_rule_create(now=clock.now(), **serializer.validated_data)
+
+    @extend_schema(
+        request=s.CalendarRuleSerializer(partial=True), responses=s.CalendarRuleSerializer
+    )
+    def partial_update(self, request: Request, **kwargs: Any) -> Response:
+        """Change any of the rule's fields (a new schedule does not fire retroactively)."""
+        rule = self.get_object()
+        data = s.CalendarRuleSerializer(rule, data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        rule = calendar_rule_update(rule=rule, now=clock.now(), **data.validated_data)
+        return Response(s.CalendarRuleSerializer(rule).data)
+
+    def perform_destroy(self, instance: CalendarRule) -> None:
+        """calendar_rule_delete removes the rule and its beat task."""
+        calendar_rule_delete(rule=instance)

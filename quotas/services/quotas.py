@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import Q, Sum
 
 from cluster.locking import write_lock
 from cluster.models import Node, NodePool, ResourcePool
@@ -21,7 +21,7 @@ from console.names import check_display_name
 from console.units import called
 from quotas.amounts import RESOURCES, Amounts, show
 from quotas.choices import AuditAction, QueueStrategy
-from quotas.models import Quota, QuotaAudit, QuotaResource
+from quotas.models import CalendarRule, Quota, QuotaAudit, QuotaResource
 
 
 class StaleVersion(DomainError):
@@ -74,9 +74,15 @@ def quota_state(quota: Quota) -> dict[str, Any]:
 
 
 def _audit(
-    actor: Any, quota: Quota | None, name: str, action: str, before: Any, after: Any
+    actor: Any,
+    quota: Quota | None,
+    name: str,
+    action: str,
+    before: Any,
+    after: Any,
+    via: str = "",
 ) -> None:
-    """Write one audit record."""
+    """Write one audit record; `via` names what made the change when no user did."""
     QuotaAudit.objects.create(
         quota=quota,
         quota_name=name,
@@ -84,6 +90,7 @@ def _audit(
         action=action,
         before=before,
         after=after,
+        via=via,
     )
 
 
@@ -420,6 +427,7 @@ def quota_update(
     lend_idle: bool | None = None,
     queue_strategy: str | None = None,
     allowed_node_pools: Sequence[NodePool] | None = None,
+    via: str = "",
 ) -> Quota:
     """Change a quota's name or settings (not its amounts: that is quota_scale).
 
@@ -445,7 +453,7 @@ def quota_update(
         _check_tree(pool, quota)
     quota.version += 1
     quota.save()
-    _audit(actor, quota, quota.name, AuditAction.UPDATE, before, quota_state(quota))
+    _audit(actor, quota, quota.name, AuditAction.UPDATE, before, quota_state(quota), via)
     return quota
 
 
@@ -477,6 +485,7 @@ def quota_scale_outcome(
     quota: Quota,
     resources: Mapping[NodePool, Amounts],
     expected_version: int | None = None,
+    via: str = "",
 ) -> ScaleOutcome:
     """quota_scale, saying whether it changed anything: a scale to the amounts the quota has
     writes nothing, bumps no version and records no audit."""
@@ -492,7 +501,7 @@ def quota_scale_outcome(
     _check_tree(pool, quota)
     quota.version += 1
     quota.save(update_fields=["version"])
-    _audit(actor, quota, quota.name, AuditAction.SCALE, before, quota_state(quota))
+    _audit(actor, quota, quota.name, AuditAction.SCALE, before, quota_state(quota), via)
     return ScaleOutcome(quota, changed=True)
 
 
@@ -506,6 +515,7 @@ def quota_rebalance(
     gpu: int = 0,
     cpu: int = 0,
     memory: int = 0,
+    via: str = "",
 ) -> tuple[Quota, Quota]:
     """Move guaranteed amounts from one quota to a sibling in one transaction."""
     pool = _lock_pool(source.resource_pool)
@@ -545,7 +555,7 @@ def quota_rebalance(
         q.save(update_fields=["version"])
     after = {source.name: quota_state(source), target.name: quota_state(target)}
     for q in (source, target):
-        _audit(actor, q, q.name, AuditAction.REBALANCE, before, after)
+        _audit(actor, q, q.name, AuditAction.REBALANCE, before, after, via)
     return source, target
 
 
@@ -580,6 +590,15 @@ def quota_delete(*, actor: Any, quota: Quota) -> None:
     if bound:
         raise DomainError(
             f"{called(quota.name)} is bound to workspaces ({', '.join(bound)}); unbind it first.",
+            field="quota",
+        )
+    rules = sorted(
+        CalendarRule.objects.filter(Q(quota=quota) | Q(target=quota)).values_list("name", flat=True)
+    )
+    if rules:
+        raise DomainError(
+            f"{called(quota.name)} is named by calendar rules ({', '.join(rules)}); delete "
+            "them first.",
             field="quota",
         )
     before = quota_state(quota)

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from console.cron import parse, zone
 from console.errors import DomainError
-from jobs.cron import parse, zone
 
 
 def utc(*args: int) -> datetime:

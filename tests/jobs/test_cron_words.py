@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.cron import describe
+from console.cron import describe
 
 PHRASED = [
     ("0 8 * * *", "every day at 08:00"),

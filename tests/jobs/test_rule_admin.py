@@ -109,7 +109,7 @@ def test_the_admins_bulk_actions_leave_rules_tasks_alone(rule, other_task, admin
         {"action": "disable_tasks", "_selected_action": [task.pk, other_task.pk]},
         follow=True,
     )
-    assert "Left 1 scaling-rule task alone" in response.content.decode()
+    assert "Left 1 rule task alone" in response.content.decode()
     task.refresh_from_db()
     other_task.refresh_from_db()
     assert task.enabled and not other_task.enabled
@@ -155,7 +155,7 @@ def test_the_admin_refuses_a_hand_made_rule_task(rule, admin, login) -> None:
     }
     response = login(admin).post(_admin_url("add"), form)
     assert response.status_code == 200
-    assert "Scaling-rule tasks are made by the console" in response.content.decode()
+    assert "Rule tasks are made by the console" in response.content.decode()
     assert not PeriodicTask.objects.filter(name="sneaky").exists()
 
 

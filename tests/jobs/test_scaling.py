@@ -12,10 +12,10 @@ from django_celery_beat.models import CrontabSchedule, PeriodicTask
 from console.clock import ManualClock
 from console.demo import Demo
 from console.errors import DomainError
+from console.schedules import EXPIRE_SECONDS
 from jobs.choices import EventKind, Status
 from jobs.models import ScalingRule, Workload, WorkloadEvent
 from jobs.services.scaling import (
-    EXPIRE_SECONDS,
     FIRE_TASK,
     next_firing,
     scaling_rule_create,

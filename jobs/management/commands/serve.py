@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from console import clock
 from console.clock import SimulatedClock, WallClock
-from console.demo import seed_demo_notebooks, seed_demo_service
+from console.demo import seed_demo_calendar, seed_demo_notebooks, seed_demo_service
 from console.runner import Runner
 from console.serving import application, serve
 from console.traffic import DemoTraffic
@@ -74,6 +74,7 @@ class Command(BaseCommand):
         clock.set_clock(sim)
         seed_demo_service(now=sim.now())
         seed_demo_notebooks(now=sim.now())
+        seed_demo_calendar(now=sim.now())
 
         def remember() -> None:
             ControlState.objects.filter(pk=1).update(sim_now=sim.now())
