@@ -21,6 +21,7 @@ from jobs.choices import LIVE_POD_STATUSES, EventKind, Kind, PodStatus, RestartM
 from jobs.events import Timeline, batch, record
 from jobs.models import Pod, Workload
 from jobs.services.pods import pods_end
+from jobs.services.rejections import replica_place_again
 from jobs.services.workloads import end_workload
 from jobs.visibility import BORROWED, scrub
 from jobs.wakeup import request_cycle
@@ -187,7 +188,9 @@ def _apply(report: PodReport, pod: Pod, *, now: datetime, backend: Backend) -> N
         return  # ended earlier in this sync, by a restart of its workload
     pod.status, pod.ended_at = report.phase, now
     pod.exit_code, pod.reason = report.exit_code, report.reason
-    if report.phase == PodStatus.FAILED:
+    if report.phase == PodStatus.FAILED and report.rejected:
+        replica_place_again(pod, report, now=now, backend=backend)
+    elif report.phase == PodStatus.FAILED:
         _on_failure(pod, report, now=now, backend=backend)
     elif not w.pods.filter(status__in=LIVE_POD_STATUSES).exists():
         w.progress = w.total_work
