@@ -241,6 +241,8 @@ def nodes_sync(*, nodes: list[ClusterNode], kube: KubeConfig) -> NodeSyncResult:
                 gpu_replicas=node.gpu_replicas,
                 mig_profile=node.mig_profile,
             )
+            if not node.schedulable:
+                result.messages.append(f"Node {node.name} {node.ineligible}; it takes no new pods.")
             result.created.append(node.name)
             continue
         before = [getattr(row, f) for f in SYNCED]
