@@ -83,6 +83,7 @@ class FakeCluster:
     compacted: int = 0
     requests: list[Seen] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)  # core/v1 Events created
+    binding_failures: int = 0  # answer this many bindings with 500, as a restarting server
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
 
@@ -229,6 +230,9 @@ class FakeCluster:
 
     def _binding(self, namespace: str, name: str, body: dict[str, Any]) -> tuple[int, Any]:
         """POST pods/{name}/binding: the checks of the API server's BindingREST."""
+        if self.binding_failures:
+            self.binding_failures -= 1
+            return 500, _status(500, "InternalError", "etcdserver: request timed out")
         meta, target = body.get("metadata") or {}, body.get("target") or {}
         if meta.get("name") != name:
             return 400, _status(400, "BadRequest", "name in URL does not match name in Binding")

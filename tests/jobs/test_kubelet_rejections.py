@@ -16,6 +16,7 @@ import pytest
 from cluster.models import Node
 from console.clock import ManualClock
 from jobs.backends.kubernetes import KubernetesBackend
+from jobs.backends.kubernetes.status import observe_pod
 from jobs.choices import EventKind, PodStatus, Status
 from jobs.models import Pod, Workload
 from jobs.services.cycle import scheduling_cycle_run
@@ -176,3 +177,42 @@ def test_a_node_that_becomes_ineligible_just_before_create_gets_no_pod(
         scheduling_cycle_run(now=clock.now(), backend=k8s)
     again = live_pod(job)
     assert again.node and again.node.name != node
+
+
+def ran(state: str) -> dict[str, Any]:
+    """A container status in `state` (running or terminated)."""
+    return {"name": "main", "state": {state: {"exitCode": 137} if state == "terminated" else {}}}
+
+
+@pytest.mark.parametrize(
+    ("status", "refused"),
+    [
+        ({"reason": "OutOfcpu", "message": "Pod was rejected: Node didn't have enough"}, True),
+        ({"reason": "OutOfnvidia.com/gpu"}, True),
+        ({"reason": "UnexpectedAdmissionError", "message": "Allocate failed"}, True),
+        ({"reason": "TaintToleration"}, True),
+        ({"reason": "NodeAffinity"}, True),
+        ({"reason": "Evicted", "message": "The node had condition: [DiskPressure]."}, True),
+        ({"reason": "Evicted", "containerStatuses": [ran("terminated")]}, False),
+        ({"reason": "OutOfcpu", "containerStatuses": [ran("running")]}, False),
+        ({"reason": "DeadlineExceeded"}, False),
+        ({}, False),
+    ],
+    ids=[
+        "out-of-cpu",
+        "out-of-gpu",
+        "device-plugin",
+        "noexecute-taint",
+        "affinity",
+        "evicted-at-admission",
+        "evicted-after-running",
+        "ran-first",
+        "deadline",
+        "plain-failure",
+    ],
+)
+def test_kubelet_admission_refusals_are_told_from_application_failures(
+    status: dict[str, Any], refused: bool
+) -> None:
+    seen = observe_pod({"status": {"phase": "Failed", **status}})
+    assert seen.phase == PodStatus.FAILED and seen.rejected == refused

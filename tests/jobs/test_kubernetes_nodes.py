@@ -266,3 +266,22 @@ def test_a_preempted_pod_gets_a_preempted_event(
     (event,) = [e for e in cluster.events if e["reason"] == "Preempted"]
     assert event["message"] == "Preempted by urgent (priority in Quota 1)"
     assert event["type"] == "Warning" and event["involvedObject"]["name"] == pod.name
+
+
+def test_a_pod_whose_binding_failed_is_bound_at_the_next_sync(
+    loop: Callable[..., None],  # noqa: F811
+    train: Callable[..., Workload],  # noqa: F811
+    cluster: FakeCluster,  # noqa: F811
+) -> None:
+    cluster.binding_failures = 1
+    job = train(replicas=1)
+    loop()
+    (pod,) = job.pods.select_related("node")
+    assert "nodeName" not in cluster.pod(NAMESPACE, pod.name)["spec"]  # still unbound
+    Kubelet(cluster).sync()
+    assert cluster.pod(NAMESPACE, pod.name)["status"]["phase"] == "Pending"
+    loop()
+    assert cluster.pod(NAMESPACE, pod.name)["spec"]["nodeName"] == (
+        pod.node.name if pod.node else ""
+    )
+    assert len(creates(cluster)) == 1 and len(cluster.seen("POST", "/binding")) == 2

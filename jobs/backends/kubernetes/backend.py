@@ -204,7 +204,8 @@ class KubernetesBackend:
             return PodReport(pod.pk, PodStatus.FAILED, reason=why, refused=final)
         if actual is None:
             return None
-        if not actual["spec"].get("nodeName") and pod.node and not _finished(actual):
+        unbound = not actual["spec"].get("nodeName") and not _finished(actual)
+        if unbound and pod.node and not actual["metadata"].get("deletionTimestamp"):
             self._bind(actual, pod.node.name)  # created, but its binding failed last time
         seen = observe_pod(actual)
         if seen.phase in (pod.status, PodStatus.PENDING):

@@ -120,6 +120,6 @@ def rejected(status: dict[str, Any]) -> bool:
     if not (reason.startswith("OutOf") or reason in ADMISSION_REFUSALS or reason == "Evicted"):
         return False
     return not any(
-        (c.get("state") or {}).get("running") or (c.get("state") or {}).get("terminated")
+        {"running", "terminated"} & set(c.get("state") or {})
         for c in status.get("containerStatuses") or []
     )
