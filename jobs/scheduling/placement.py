@@ -261,6 +261,10 @@ def explain_no_fit(state: State, w: Workload) -> str:
     known = [state.pools[p] for p in open_pools if p in state.pools]
     if not known:
         return f"no node in pool {pools} exists"
+    if req.gpu and not any(hands_out(ns, req.gpu) for ix in known for ns in ix.nodes.values()):
+        if req.gpu < MILLI:
+            return f"no node in pool {pools} shares its GPUs, as a fraction of a GPU needs"
+        return f"the nodes of pool {pools} hand out shares of GPUs (time-slicing), not whole GPUs"
     if req.gpu >= MILLI:
         what = f"{fmt_gpu(req.gpu)} free GPU{'' if req.gpu == MILLI else 's'}"
         need = req.gpu // MILLI

@@ -575,6 +575,7 @@ def test_a_fraction_of_a_gpu_waits_for_a_node_that_shares_gpus(
     half.refresh_from_db()
     # No node shares its GPUs: the core places the fraction nowhere, and nothing is refused.
     assert half.status == Status.QUEUED and creates(cluster) == []
+    assert "no node in pool A100-80G shares its GPUs" in half.pending_reason
 
     settings.K8S_SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
     settings.K8S_GPU_SLICES = 4

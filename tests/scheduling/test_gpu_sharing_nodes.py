@@ -52,6 +52,13 @@ def test_whole_gpus_wait_rather_than_take_a_time_sliced_node() -> None:
     result = run_cycle(snap)
     assert result.admitted == ()
     assert [p.workload for p in result.pending] == ["w"]
+    # `plain` is busy, so the reason is about room; a pool of only sharing nodes says so
+    only = run_cycle(
+        snapshot(
+            cluster("time-slicing")[1:], [quota("q").min(gpu=8)], [workload("w").quota("q").gpus(8)]
+        )
+    )
+    assert "hand out shares of GPUs (time-slicing), not whole GPUs" in only.pending[0].reason
 
 
 def test_a_fraction_waits_rather_than_take_a_node_that_does_not_share() -> None:
@@ -59,3 +66,6 @@ def test_a_fraction_waits_rather_than_take_a_node_that_does_not_share() -> None:
     snap = snapshot(plain, [quota("q").min(gpu=16)], [workload("w").quota("q").gpus(0.5)])
     result = run_cycle(snap)
     assert result.admitted == () and [p.workload for p in result.pending] == ["w"]
+    assert "no node in pool a100 shares its GPUs, as a fraction of a GPU needs" in (
+        result.pending[0].reason
+    )
