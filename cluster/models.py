@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from cluster.choices import IdleScope
+from cluster.choices import GpuSharing, IdleScope
 
 
 class ResourcePool(models.Model):
@@ -55,6 +55,17 @@ class Node(models.Model):
     memory = models.PositiveBigIntegerField(help_text="MiB")
     labels = models.JSONField(default=dict, blank=True)
     schedulable = models.BooleanField(default=True)
+    # How the device plugin hands out this node's GPUs (cluster.choices.GpuSharing); `gpus`
+    # counts physical GPUs (or MIG slices of `mig_profile`), never time-slice replicas.
+    gpu_sharing = models.CharField(
+        max_length=16, choices=GpuSharing.choices, default=GpuSharing.ANY
+    )
+    gpu_replicas = models.PositiveIntegerField(
+        default=1, help_text="time-slice or MPS replicas the device plugin offers per GPU"
+    )
+    mig_profile = models.CharField(max_length=40, blank=True, help_text="e.g. 1g.10gb")
+    # The kubelet refused a pod here: no new pods until then (jobs.services.sync).
+    cooldown_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "quotas_node"

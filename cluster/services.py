@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 
 from cluster import node_import
-from cluster.choices import IdleScope
+from cluster.choices import GpuSharing, IdleScope
 from cluster.locking import write_lock
 from cluster.models import Node, NodePool, ResourcePool
 from console.errors import DomainError, NameTaken
@@ -67,8 +69,11 @@ def node_create(
     memory: int,
     labels: dict[str, Any] | None = None,
     schedulable: bool = True,
+    gpu_sharing: str = GpuSharing.ANY,
+    gpu_replicas: int = 1,
+    mig_profile: str = "",
 ) -> Node:
-    """Add one node to a node pool."""
+    """Add one node to a node pool (GPU sharing as its device plugin exposes it)."""
     write_lock()
     if Node.objects.filter(name=name).exists():
         raise NameTaken(f"A node named {name} already exists.", field="name")
@@ -83,6 +88,9 @@ def node_create(
         memory=memory,
         labels=labels or dict(node_pool.label_selector),
         schedulable=schedulable,
+        gpu_sharing=gpu_sharing,
+        gpu_replicas=gpu_replicas,
+        mig_profile=mig_profile,
     )
 
 
@@ -92,6 +100,17 @@ def node_schedulable_set(*, node: Node, schedulable: bool) -> Node:
     write_lock()
     node.schedulable = schedulable
     node.save(update_fields=["schedulable"])
+    return node
+
+
+@transaction.atomic
+def node_cooldown_set(*, node: Node, until: datetime) -> Node:
+    """The node refused a pod: it takes no new pods until `until` (never shortened)."""
+    write_lock()
+    Node.objects.filter(pk=node.pk).filter(
+        Q(cooldown_until__isnull=True) | Q(cooldown_until__lt=until)
+    ).update(cooldown_until=until)
+    node.refresh_from_db(fields=["cooldown_until"])
     return node
 
 

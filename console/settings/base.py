@@ -321,6 +321,10 @@ K8S_SHARED_GPU_RESOURCE = env("TIDEPOOL_K8S_SHARED_GPU_RESOURCE", "")
 K8S_GPU_SLICES = int(env("TIDEPOOL_K8S_GPU_SLICES", "0"))
 K8S_WATCH_SECONDS = int(env("TIDEPOOL_K8S_WATCH_SECONDS", "1"))
 K8S_NODE_SYNC_SECONDS = float(env("TIDEPOOL_K8S_NODE_SYNC_SECONDS", "60"))
+# Tidepool's pods name this scheduler, so kube-scheduler leaves them to Tidepool's binding.
+K8S_SCHEDULER_NAME = env("TIDEPOOL_K8S_SCHEDULER_NAME", "tidepool")
+# A node that refused a pod (a kubelet admission rejection) takes no new pods for this long.
+TIDEPOOL_NODE_COOLDOWN_SECONDS = float(env("TIDEPOOL_NODE_COOLDOWN_SECONDS", "300"))
 # Where an interactive instance's Open link goes on Kubernetes, e.g.
 # "https://notebooks.example/{namespace}/{pod}" ({workspace}, {workload}, {node} too); empty:
 # no link. The simulated backend links to a placeholder page of the console instead.

@@ -10,6 +10,11 @@ if TYPE_CHECKING:
     from jobs.models import Pod
 
 
+# How a node's refusal of a pod begins (PodReport.rejected): the pod rows' reasons are
+# counted by it to bound the attempts (jobs.services.rejections).
+NODE_REFUSAL = "Refused by node"
+
+
 @dataclass(frozen=True)
 class PodReport:
     """An observed change of one pod: now Running, Succeeded or Failed (with why)."""
@@ -25,6 +30,9 @@ class PodReport:
     # The cluster will never run this replica as asked (no image, an inexpressible request):
     # restarting cannot help, so the workload fails at once.
     refused: bool = False
+    # The node refused the pod before it ran (a kubelet admission rejection, or a node that
+    # became ineligible just before its pod was created): placed again elsewhere, uncharged.
+    rejected: bool = False
 
 
 class Backend(Protocol):

@@ -30,7 +30,7 @@ class Room:
 def _running(now: datetime) -> core.Snapshot:
     """The cluster with its running workloads only: the waiting ones hold nothing, and a
     snapshot of them all is most of the cost on a long queue."""
-    cluster = _cluster()
+    cluster = _cluster(now)
     running = [
         i
         for i in active_workloads({q.pk: q for q in cluster.quotas})

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from cluster.choices import GpuSharing
 from cluster.models import Node, ResourcePool
 from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES, WAITING_STATUSES
 from jobs.models import Pod, Workload
@@ -164,7 +165,22 @@ class _Cluster:
     idle_scope: str
 
 
-def _cluster() -> _Cluster:
+def _core_node(n: Node, now: datetime) -> core.Node:
+    """A node row as the core sees it: cooling down after a kubelet refusal takes no new pods."""
+    cooling = n.cooldown_until is not None and n.cooldown_until > now
+    return core.Node(
+        n.name,
+        n.node_pool.name,
+        n.gpus,
+        n.cpu,
+        n.memory,
+        n.schedulable and not cooling,
+        shares_gpus=GpuSharing.shares(n.gpu_sharing),
+        whole_gpus=GpuSharing.whole(n.gpu_sharing),
+    )
+
+
+def _cluster(now: datetime) -> _Cluster:
     """Read the nodes, the quotas with their amounts and node pools, the idle scope (5 queries)."""
     nodes = {n.name: n for n in Node.objects.select_related("node_pool")}
     quotas = list(Quota.objects.select_related("parent"))
@@ -179,10 +195,7 @@ def _cluster() -> _Cluster:
     return _Cluster(
         nodes,
         quotas,
-        tuple(
-            core.Node(n.name, n.node_pool.name, n.gpus, n.cpu, n.memory, n.schedulable)
-            for n in nodes.values()
-        ),
+        tuple(_core_node(n, now) for n in nodes.values()),
         tuple(
             _quota(
                 q,
@@ -198,7 +211,7 @@ def _cluster() -> _Cluster:
 
 def build(now: datetime) -> Reading:
     """Snapshot the database for one cycle in a fixed number of queries."""
-    cluster = _cluster()
+    cluster = _cluster(now)
     workloads = active_workloads({q.pk: q for q in cluster.quotas})
     # A service scaled to zero holds nothing and asks for nothing: the core never sees it.
     workloads = [i for i in workloads if i.workload.replicas or i.live_pods]

@@ -30,9 +30,17 @@ def devices_on(dev: Sequence[int], gpu: int) -> tuple[int, ...] | None:
     return tuple(picked[:need]) if len(picked) >= need else None
 
 
+def hands_out(ns: NodeState, gpu: int) -> bool:
+    """The node's device plugin gives this kind of GPU request: a fraction only where GPUs
+    are shared, whole GPUs only where they are not (a time-slice replica is not a GPU)."""
+    if 0 < gpu < MILLI:
+        return ns.shares
+    return ns.whole or gpu == 0
+
+
 def fits(ns: NodeState, req: Vec) -> tuple[int, ...] | None:
     """Devices for one replica on this node right now, or None."""
-    if req[1] > ns.cpu or req[2] > ns.mem or not ns.schedulable:
+    if req[1] > ns.cpu or req[2] > ns.mem or not ns.schedulable or not hands_out(ns, req[0]):
         return None
     if req[0] >= MILLI and ns.full < req[0] // MILLI:
         return None
@@ -164,7 +172,7 @@ def _tightest(
         scanned = 0
         for ns in bucket.values():
             cpu = ns.cpu
-            if cpu < rc or ns.mem < rm or not ns.schedulable:
+            if cpu < rc or ns.mem < rm or not ns.schedulable or not hands_out(ns, gpu):
                 continue
             dv = None
             if shared:
@@ -205,7 +213,7 @@ def _best_partial(
         best_d = hi
         scanned = 0
         for ns in bucket.values():
-            if rc > ns.cpu or rm > ns.mem or not ns.schedulable:
+            if rc > ns.cpu or rm > ns.mem or not ns.schedulable or not ns.shares:
                 continue
             if not whole or best_d > lo or best is None or ns.name < best.name:
                 i = 0
@@ -253,6 +261,10 @@ def explain_no_fit(state: State, w: Workload) -> str:
     known = [state.pools[p] for p in open_pools if p in state.pools]
     if not known:
         return f"no node in pool {pools} exists"
+    if req.gpu and not any(hands_out(ns, req.gpu) for ix in known for ns in ix.nodes.values()):
+        if req.gpu < MILLI:
+            return f"no node in pool {pools} shares its GPUs, as a fraction of a GPU needs"
+        return f"the nodes of pool {pools} hand out shares of GPUs (time-slicing), not whole GPUs"
     if req.gpu >= MILLI:
         what = f"{fmt_gpu(req.gpu)} free GPU{'' if req.gpu == MILLI else 's'}"
         need = req.gpu // MILLI

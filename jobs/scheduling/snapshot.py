@@ -35,6 +35,8 @@ class NodeState:
         "schedulable",
         "index",
         "freed",
+        "shares",
+        "whole",
     )
 
     def __init__(self, name: str, pool: str, gpus: int, cpu: int, mem: int, sched: bool) -> None:
@@ -55,6 +57,8 @@ class NodeState:
         # times capacity was given back here: a victim search that failed stays failed
         # while no node it looked at gained capacity (see preemption.base)
         self.freed = 0
+        self.shares = True  # takes fractions of a GPU (types.Node.shares_gpus)
+        self.whole = True  # takes whole GPUs (types.Node.whole_gpus)
 
     def free_gpu(self) -> int:
         """Total free milli-GPU over the devices."""
@@ -161,7 +165,9 @@ class State:
                 raise ScenarioError(f"node {n.name!r} is defined twice")
             if n.gpus < 0 or n.cpu < 0 or n.memory < 0:
                 raise ScenarioError(f"node {n.name!r} has negative capacity")
-            self.nodes[n.name] = NodeState(n.name, n.pool, n.gpus, n.cpu, n.memory, n.schedulable)
+            ns = NodeState(n.name, n.pool, n.gpus, n.cpu, n.memory, n.schedulable)
+            ns.shares, ns.whole = n.shares_gpus, n.whole_gpus
+            self.nodes[n.name] = ns
             max_gpus[n.pool] = max(max_gpus.get(n.pool, 0), n.gpus)
         indexed: list[NodeState] = []
         for name in sorted(self.nodes):

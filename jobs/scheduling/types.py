@@ -65,6 +65,10 @@ class Node:
     cpu: int
     memory: int
     schedulable: bool = True
+    # What the device plugin hands out here: fractions of a GPU (a time-slicing or MPS
+    # replica) and whole GPUs. A simulated node does both; a shared one only fractions.
+    shares_gpus: bool = True
+    whole_gpus: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from jobs.events import Timeline, batch, record
 from jobs.models import Pod, Workload
 from jobs.progress import lost_text
 from jobs.services.pods import pods_end
+from jobs.services.rejections import replica_place_again
 from jobs.services.signals import Verdict, failure_verdict, hangs_find
 from jobs.services.workloads import end_workload
 from jobs.visibility import BORROWED, scrub
@@ -227,7 +228,9 @@ def _apply(report: PodReport, pod: Pod, *, now: datetime, backend: Backend) -> N
         return  # ended earlier in this sync, by a restart of its workload
     pod.status, pod.ended_at = report.phase, now
     pod.exit_code, pod.reason, pod.message = report.exit_code, report.reason, report.message
-    if report.phase == PodStatus.FAILED:
+    if report.phase == PodStatus.FAILED and report.rejected:
+        replica_place_again(pod, report, now=now, backend=backend)
+    elif report.phase == PodStatus.FAILED:
         _on_failure(pod, report, now=now, backend=backend)
     elif not w.pods.filter(status__in=LIVE_POD_STATUSES).exists():
         w.progress = w.total_work

@@ -1,4 +1,4 @@
-"""The ServiceAccount may do exactly what the Kubernetes backend needs, and nothing more."""
+"""The ServiceAccounts may do exactly what the Kubernetes backend needs, and nothing more."""
 
 from __future__ import annotations
 
@@ -7,15 +7,28 @@ from typing import Any
 
 from .conftest import REPO, find, render
 
-SA = ("tidepool", "tidepool")  # (namespace, name)
+SA = ("tidepool", "tidepool")  # (namespace, name): the Celery workers, the control loop
+WEB = ("tidepool", "tidepool-web")  # the web processes
 CLUSTER = "*"
 WORKSPACES = "workspace namespaces"
-# The issue's list: get, list and watch nodes and pods; create and delete pods in the
-# workspace namespaces; read pod logs. As (scope, apiGroup, resource, verb).
+HOME = "tidepool"  # Tidepool's own namespace
+# The control loop: get, list and watch nodes and pods; create, bind and delete pods, record
+# events and read pod logs in the workspace namespaces; its lease in its own namespace. As
+# (scope, apiGroup, resource, verb).
 EXPECTED = {
     *((CLUSTER, "", "nodes", v) for v in ("get", "list", "watch")),
     *((CLUSTER, "", "pods", v) for v in ("get", "list", "watch")),
     (WORKSPACES, "", "pods", "create"),
+    (WORKSPACES, "", "pods", "delete"),
+    (WORKSPACES, "", "pods/binding", "create"),
+    (WORKSPACES, "", "events", "create"),
+    (WORKSPACES, "", "events", "patch"),
+    (WORKSPACES, "", "pods/log", "get"),
+    *((HOME, "coordination.k8s.io", "leases", v) for v in ("get", "create", "update")),
+}
+# The web processes: what a page does to a replica's pod (cancel, stop, logs), no more.
+WEB_EXPECTED = {
+    (WORKSPACES, "", "pods", "get"),
     (WORKSPACES, "", "pods", "delete"),
     (WORKSPACES, "", "pods/log", "get"),
 }
@@ -23,6 +36,9 @@ EXPECTED = {
 # added here and to deploy/base/rbac.yaml.
 NEEDS = {
     "list_node": {(CLUSTER, "", "nodes", "list")},
+    "read_node": {(CLUSTER, "", "nodes", "get")},
+    "create_namespaced_pod_binding": {(WORKSPACES, "", "pods/binding", "create")},
+    "create_namespaced_event": {(WORKSPACES, "", "events", "create")},
     "list_pod_for_all_namespaces": {(CLUSTER, "", "pods", "list")},
     "read_namespaced_pod": {(WORKSPACES, "", "pods", "get")},
     "create_namespaced_pod": {(WORKSPACES, "", "pods", "create")},
@@ -67,30 +83,37 @@ def grants(objects: list[dict[str, Any]]) -> dict[tuple[str, str], set[tuple[str
     return out
 
 
-def effective(objects: list[dict[str, Any]]) -> set[tuple[str, ...]]:
-    """The ServiceAccount's grants, a grant in every workspace namespace as one WORKSPACES."""
+def effective(objects: list[dict[str, Any]], who: tuple[str, str] = SA) -> set[tuple[str, ...]]:
+    """A ServiceAccount's grants, a grant in every workspace namespace as one WORKSPACES."""
     spaces = workspace_namespaces(objects)
     by_scope: dict[tuple[str, ...], set[str]] = {}
-    for scope, *rest in grants(objects)[SA]:
+    for scope, *rest in grants(objects)[who]:
         by_scope.setdefault(tuple(rest), set()).add(scope)
     out = set()
     for rest, scopes in by_scope.items():
         if CLUSTER in scopes:
             out.add((CLUSTER, *rest))
             scopes = scopes - {CLUSTER}
+        if HOME in scopes:
+            out.add((HOME, *rest))
+            scopes = scopes - {HOME}
         if scopes:
             assert scopes == spaces, f"{rest} granted in {scopes}, workspaces are {spaces}"
             out.add((WORKSPACES, *rest))
     return out
 
 
-def test_the_service_account_has_exactly_the_expected_rules(
+def test_the_service_accounts_have_exactly_the_expected_rules(
     objects: list[dict[str, Any]],
 ) -> None:
-    assert set(grants(objects)) == {SA}, "only the tidepool ServiceAccount is bound"
+    assert set(grants(objects)) == {SA, WEB}, "only Tidepool's two ServiceAccounts are bound"
     assert effective(objects) == EXPECTED
+    assert effective(objects, WEB) == WEB_EXPECTED
     # Create and delete are never granted cluster-wide.
-    assert not {g for g in grants(objects)[SA] if g[0] == CLUSTER and g[3] in ("create", "delete")}
+    for who in (SA, WEB):
+        assert not {
+            g for g in grants(objects)[who] if g[0] == CLUSTER and g[3] in ("create", "delete")
+        }
 
 
 def test_every_workspace_namespace_has_its_binding(objects: list[dict[str, Any]]) -> None:
@@ -100,12 +123,11 @@ def test_every_workspace_namespace_has_its_binding(objects: list[dict[str, Any]]
     prefix, _, suffix = template.partition("{workspace}")
     for ns in spaces:
         assert ns.startswith(prefix) and ns.endswith(suffix), ns
-        binding = find(
-            [o for o in objects if o["metadata"].get("namespace") == ns],
-            "RoleBinding",
-            "tidepool-workspace-pods",
-        )
-        assert binding["roleRef"]["name"] == "tidepool-workspace-pods"
+        for name in ("tidepool-workspace-pods", "tidepool-web-pods"):
+            binding = find(
+                [o for o in objects if o["metadata"].get("namespace") == ns], "RoleBinding", name
+            )
+            assert binding["roleRef"]["name"] == name
 
 
 def test_only_the_processes_that_call_the_api_mount_a_token(objects: list[dict[str, Any]]) -> None:
@@ -115,7 +137,8 @@ def test_only_the_processes_that_call_the_api_mount_a_token(objects: list[dict[s
             continue
         name = obj["metadata"]["name"]
         if name in ("tidepool-web", "tidepool-worker"):
-            assert spec["serviceAccountName"] == "tidepool"
+            account = {"tidepool-web": "tidepool-web", "tidepool-worker": "tidepool"}[name]
+            assert spec["serviceAccountName"] == account
             assert spec["automountServiceAccountToken"] is True
         else:  # beat and the migration Job
             assert "serviceAccountName" not in spec

@@ -62,6 +62,19 @@ def _matches(obj: dict[str, Any], selector: str) -> bool:
     return True
 
 
+def _selected(obj: dict[str, Any], selector: str) -> bool:
+    """Field selector on spec.nodeName (`spec.nodeName=x`, `spec.nodeName!=`) and status.phase."""
+    for term in filter(None, selector.split(",")):
+        negate = "!=" in term
+        name, _, value = term.replace("!=", "=").partition("=")
+        path = {"spec.nodeName": ("spec", "nodeName"), "status.phase": ("status", "phase")}
+        section, key = path[name]
+        actual = (obj.get(section) or {}).get(key) or ""
+        if (actual == value) == negate:
+            return False
+    return True
+
+
 @dataclass
 class FakeCluster:
     """The server's state: pods, nodes, the watch history and every request it answered."""
@@ -75,6 +88,8 @@ class FakeCluster:
     history: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
     compacted: int = 0
     requests: list[Seen] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # core/v1 Events created
+    binding_failures: int = 0  # answer this many bindings with 500, as a restarting server
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
     # What each pod's container printed: (when, line), oldest first.
@@ -170,11 +185,17 @@ class FakeCluster:
                 return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items}
             if method == "GET" and parsed.path == PODS:
                 return self._list_or_watch(query)
+            if method == "GET" and parsed.path.startswith(NODES + "/"):
+                return self._read_node(parts[3])
+            if parts[:3] == ["api", "v1", "namespaces"] and parts[4:] == ["events"]:
+                return self._event(parts[3], body) if method == "POST" else (405, None)
             if parts[:3] != ["api", "v1", "namespaces"] or len(parts) < 5 or parts[4] != "pods":
                 return 404, _status(404, "NotFound", f"the server could not find {parsed.path}")
             namespace = parts[3]
             if self.namespaces is not None and namespace not in self.namespaces:
                 return 404, _status(404, "NotFound", f'namespaces "{namespace}" not found')
+            if method == "POST" and len(parts) == 7 and parts[6] == "binding":
+                return self._binding(namespace, parts[5], body)
             if method == "POST" and len(parts) == 5:
                 name = body["metadata"]["name"]
                 if (namespace, name) in self.pods:
@@ -196,7 +217,8 @@ class FakeCluster:
         if query.get("watch") != "true":
             items = [p for p in self.pods.values() if _matches(p, selector)]
             meta = {"resourceVersion": str(self.version)}
-            return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": items}
+            items = [p for p in items if _selected(p, query.get("fieldSelector", ""))]
+            return 200, self._page(items, meta, query)
         since = int(query.get("resourceVersion") or 0)
         if since < self.compacted:
             gone = _status(410, "Expired", f"too old resource version: {since} ({self.compacted})")
@@ -240,6 +262,73 @@ class FakeCluster:
             )
         )
 
+    # Node reads, bindings, events, field selectors and list pages (the custom scheduler's
+    # calls), as the real API server answers them.
+
+    def _read_node(self, name: str) -> tuple[int, Any]:
+        node = self.nodes.get(name)
+        if node is None:
+            return 404, _status(404, "NotFound", f'nodes "{name}" not found')
+        return 200, {"kind": "Node", "apiVersion": "v1", **node}
+
+    def _binding(self, namespace: str, name: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """POST pods/{name}/binding: the checks of the API server's BindingREST."""
+        if self.binding_failures:
+            self.binding_failures -= 1
+            return 500, _status(500, "InternalError", "etcdserver: request timed out")
+        meta, target = body.get("metadata") or {}, body.get("target") or {}
+        if meta.get("name") != name:
+            return 400, _status(400, "BadRequest", "name in URL does not match name in Binding")
+        if target.get("kind") not in (None, "", "Node") or not target.get("name"):
+            message = f'Binding.core "{name}" is invalid: target: Invalid value'
+            return 422, _status(422, "Invalid", message)
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            return 404, _status(404, "NotFound", f'pods "{name}" not found')
+        uid = meta.get("uid")
+        if uid and uid != pod["metadata"]["uid"]:
+            message = (
+                f'Operation cannot be fulfilled on pods "{name}": the UID in the precondition '
+                f"({uid}) does not match the UID in record ({pod['metadata']['uid']}). "
+                "The object might have been deleted and then recreated"
+            )
+            return 409, _status(409, "Conflict", message)
+        if pod["spec"].get("nodeName"):
+            message = (
+                f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already '
+                f'assigned to node "{pod["spec"]["nodeName"]}"'
+            )
+            return 409, _status(409, "Conflict", message)
+        if pod["metadata"].get("deletionTimestamp"):
+            message = f"pod {name} is being deleted, cannot be assigned to a host"
+            return 500, _status(500, "InternalError", message)
+        pod["spec"]["nodeName"] = target["name"]
+        scheduled = {"type": "PodScheduled", "status": "True"}
+        pod["status"]["conditions"] = [*pod["status"].get("conditions", []), scheduled]
+        self._record("MODIFIED", pod)
+        success = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+        return 201, {**success, "code": 201}
+
+    def _event(self, namespace: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """POST events: kept for tests, with the fields the API server requires."""
+        involved = body.get("involvedObject") or {}
+        if involved.get("namespace", namespace) != namespace or not body.get("reason"):
+            return 422, _status(422, "Invalid", "Event is invalid: involvedObject.namespace")
+        self.events.append(body)
+        return 201, body
+
+    def _page(
+        self, items: list[dict[str, Any]], meta: dict[str, Any], query: dict[str, str]
+    ) -> dict[str, Any]:
+        """One page of a list: `limit` items from `continue` (an offset here)."""
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0) or len(items)
+        rest = len(items) - start - limit
+        if rest > 0:
+            meta = {**meta, "continue": str(start + limit), "remainingItemCount": rest}
+        page = items[start : start + limit]
+        return {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": page}
+
     def _delete(self, pod: dict[str, Any], options: dict[str, Any]) -> tuple[int, Any]:
         meta = pod["metadata"]
         uid = (options.get("preconditions") or {}).get("uid")
@@ -271,7 +360,7 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
                     self.command,
                     parsed.path,
                     {k: v[0] for k, v in parse_qs(parsed.query).items()},
-                    body,
+                    json.loads(raw) if raw else None,  # as sent, whatever the server does next
                     self.headers.get("Authorization", ""),
                 )
             )

@@ -50,7 +50,13 @@ def ended(code: int, reason: str, **pod: Any) -> dict[str, Any]:
                     "message": "The node was low on resource: memory.",
                 }
             },
-            Observed(PodStatus.FAILED, None, "Evicted: The node was low on resource: memory."),
+            # evicted before any container ran: refused at admission
+            Observed(
+                PodStatus.FAILED,
+                None,
+                "Evicted: The node was low on resource: memory.",
+                rejected=True,
+            ),
         ),
         (
             {
@@ -64,6 +70,7 @@ def ended(code: int, reason: str, **pod: Any) -> dict[str, Any]:
                 PodStatus.FAILED,
                 None,
                 "OutOfnvidia.com/gpu: Node didn't have enough resource: nvidia.com/gpu",
+                rejected=True,
             ),
         ),
         (

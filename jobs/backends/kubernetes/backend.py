@@ -19,8 +19,11 @@ from django.db import transaction
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from jobs.backends.base import PodReport
+from jobs.backends.base import NODE_REFUSAL, PodReport
+from jobs.backends.kubernetes.binding import Binder
 from jobs.backends.kubernetes.config import KubeConfig, api_client
+from jobs.backends.kubernetes.events import Recorder
+from jobs.backends.kubernetes.foreign import foreign_held
 from jobs.backends.kubernetes.manifest import (
     Key,
     Refused,
@@ -83,6 +86,8 @@ class KubernetesBackend:
         self._listed: list[ClusterNode] | None = None  # listed by refresh, for observe's rows
         self._nodes_at: datetime | None = None  # when the node rows were last synced
         self._fresh = False  # refresh ran since the last observe
+        self.binder = Binder(api, REQUEST_SECONDS)
+        self.events = Recorder(api, REQUEST_SECONDS)
 
     @classmethod
     def from_settings(cls) -> KubernetesBackend:
@@ -100,7 +105,8 @@ class KubernetesBackend:
     def delete_pod(self, pod: Pod, *, grace_seconds: int) -> None:
         """Stop the replica once the change commits, giving it `grace_seconds` to checkpoint."""
         name, workspace = pod.name, pod.workload.workspace.name
-        transaction.on_commit(lambda: self._delete(name, workspace, grace_seconds))
+        preempted = pod.reason if pod.status == PodStatus.PREEMPTED else ""
+        transaction.on_commit(lambda: self._delete(name, workspace, grace_seconds, preempted))
 
     def instance_url(self, pod: Pod) -> str | None:
         """TIDEPOOL_INSTANCE_URL_TEMPLATE filled in for the pod (manifest.instance_url)."""
@@ -140,6 +146,7 @@ class KubernetesBackend:
         if not self._fresh:
             self.refresh(now=now)
         self._fresh = False
+        self.binder.forget()
         if self._listed is not None:
             self._sync_node_rows(self._listed, now=now)
             self._listed = None
@@ -191,18 +198,40 @@ class KubernetesBackend:
             if pod.status != PodStatus.PENDING:
                 return self._vanished(pod)
             if (pod.node.name if pod.node else None) not in busy:
+                refusal = self.binder.refusal(pod.node.name) if pod.node else ""
+                if refusal:
+                    return PodReport(pod.pk, PodStatus.FAILED, reason=refusal, rejected=True)
                 self._create(pod)
         if k in self._refused:
             why, final = self._refused[k]
             return PodReport(pod.pk, PodStatus.FAILED, reason=why, refused=final)
         if actual is None:
             return None
+        unbound = not actual["spec"].get("nodeName") and not _finished(actual)
+        if unbound and pod.node and not actual["metadata"].get("deletionTimestamp"):
+            self._bind(actual, pod.node.name)  # created, but its binding failed last time
         seen = observe_pod(actual)
         if seen.phase in (pod.status, PodStatus.PENDING):
             return None
+        if seen.rejected:
+            return self._node_refused(pod, actual, seen.reason)
         return PodReport(
             pod.pk, seen.phase, seen.exit_code, seen.reason, seen.node_lost, message=seen.message
         )
+
+    def _node_refused(self, pod: Pod, obj: dict[str, Any], said: str) -> PodReport:
+        """The kubelet refused the pod at admission: a placement failure, not the replica's."""
+        node = obj["spec"].get("nodeName") or (pod.node.name if pod.node else "its node")
+        why = clip(f"{NODE_REFUSAL} {node}: {said}")
+        self.events.emit(obj, "NodeRefused", f"{why}; placed again on another node.", warning=True)
+        return PodReport(pod.pk, PodStatus.FAILED, reason=why, rejected=True)
+
+    def _bind(self, obj: dict[str, Any], node: str) -> None:
+        """Bind a created pod to its node and say so in an event."""
+        if self.binder.bind(obj, node):
+            meta = obj["metadata"]
+            message = f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}"
+            self.events.emit(obj, "Scheduled", message)
 
     def _vanished(self, pod: Pod) -> PodReport:
         """A running replica's pod is gone: with its node, by a drain, or deleted by hand."""
@@ -214,7 +243,7 @@ class KubernetesBackend:
         elif not state.ready:
             why = f"Node lost: {node} is not ready"
         elif not state.schedulable:
-            why = f"Node drained: {node} is cordoned"
+            why = f"Node drained: {node} {state.ineligible}"
         else:
             return PodReport(pod.pk, PodStatus.FAILED, reason="Pod deleted outside Tidepool")
         # The node takes no new work: the replica restarts elsewhere, as after a node loss.
@@ -257,6 +286,7 @@ class KubernetesBackend:
             log.warning("Creating pod %s/%s failed (%s); retrying later.", namespace, pod.name, e)
             return
         self._pods[pod.name] = created
+        self._bind(created, pod.node.name if pod.node else "")
 
     def _adopt(self, namespace: str, name: str, k: Key) -> None:
         """A pod of that name exists: ours from an earlier try, or someone else's (refused)."""
@@ -285,8 +315,8 @@ class KubernetesBackend:
                 return None
             raise
 
-    def _delete(self, name: str, workspace: str, grace_seconds: int) -> None:
-        """Delete the replica's pod if it exists and is ours."""
+    def _delete(self, name: str, workspace: str, grace_seconds: int, preempted: str = "") -> None:
+        """Delete the replica's pod if it exists and is ours (`preempted`: why, if it was)."""
         obj = self._pods.get(name)
         if obj is None:
             try:
@@ -302,6 +332,8 @@ class KubernetesBackend:
             log.warning("Not deleting pod %s: it is not this Tidepool's.", name)
             return
         self._delete_obj(obj, grace_seconds)
+        if preempted:
+            self.events.emit(obj, "Preempted", preempted, warning=True)
 
     def _delete_obj(self, obj: dict[str, Any], grace_seconds: int) -> None:
         """DELETE exactly this pod (its uid), with a grace period to checkpoint."""
@@ -376,5 +408,7 @@ class KubernetesBackend:
     def _list_nodes(self) -> dict[str, ClusterNode]:
         """The cluster's nodes by name, listed now (and kept for the rest of this observe)."""
         data = _json(self.api.list_node(_preload_content=False, _request_timeout=REQUEST_SECONDS))
-        self._nodes = {n.name: n for n in (cluster_node(o, self.kube) for o in data["items"])}
+        held = foreign_held(self.api, self.kube, REQUEST_SECONDS)
+        nodes = (cluster_node(o, self.kube, held.get(o["metadata"]["name"])) for o in data["items"])
+        self._nodes = {n.name: n for n in nodes}
         return self._nodes

@@ -12,6 +12,9 @@ from kubernetes import client, config
 
 # A namespace is a DNS-1123 label.
 NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# A scheduler name is a DNS-1123 subdomain.
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+NAME_RE = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class KubeConfig:
     gpu_slices: int = 0
     watch_seconds: int = 1
     node_sync_seconds: float = 60.0
+    scheduler_name: str = "tidepool"
 
     def __post_init__(self) -> None:
         try:
@@ -42,6 +46,11 @@ class KubeConfig:
                 f"TIDEPOOL_K8S_SHARED_GPU_RESOURCE is {self.shared_gpu_resource!r}, so "
                 f"TIDEPOOL_K8S_GPU_SLICES must say how many slices one GPU offers (2 or more), "
                 f"not {self.gpu_slices}."
+            )
+        if not NAME_RE.match(self.scheduler_name):
+            raise ImproperlyConfigured(
+                f"TIDEPOOL_K8S_SCHEDULER_NAME {self.scheduler_name!r} is not a valid scheduler "
+                "name (a DNS subdomain, e.g. tidepool)."
             )
         if self.watch_seconds < 1:
             raise ImproperlyConfigured(
@@ -62,6 +71,7 @@ class KubeConfig:
             gpu_slices=settings.K8S_GPU_SLICES,
             watch_seconds=settings.K8S_WATCH_SECONDS,
             node_sync_seconds=settings.K8S_NODE_SYNC_SECONDS,
+            scheduler_name=settings.K8S_SCHEDULER_NAME,
         )
 
 

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 from kubernetes import client
 
+from cluster.choices import GpuSharing
 from console.units import milli_to_gpus
 from jobs.backends.kubernetes.config import NAMESPACE_RE, KubeConfig
 
@@ -26,6 +27,9 @@ OWNER = "tidepool"
 log = logging.getLogger(__name__)
 # What TIDEPOOL_INSTANCE_URL_TEMPLATE may name.
 URL_PLACEHOLDERS = ("namespace", "pod", "workspace", "workload", "node")
+
+# The GPU taint cloud providers put on GPU nodes (nodes.TOLERATED).
+TOLERATIONS = ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)
 
 # A replica as its pod's name and labels give it: (workload id, replica index, attempt).
 Key = tuple[int, int, int]
@@ -105,12 +109,17 @@ def instance_url(pod: Pod, kube: KubeConfig, template: str) -> str | None:
         return None
 
 
-def gpu_resources(milli_gpu: int, kube: KubeConfig) -> dict[str, str]:
-    """The extended resource (and count) that asks for this many milli-GPUs.
+def gpu_resources(
+    milli_gpu: int, kube: KubeConfig, sharing: str = GpuSharing.ANY
+) -> dict[str, str]:
+    """The extended resource (and count) that asks for this many milli-GPUs on a node whose
+    GPUs are handed out as `sharing` says (cluster.choices.GpuSharing).
 
-    Whole GPUs use the GPU resource; a fraction of one GPU uses the shared-GPU resource of a
-    device plugin that offers each GPU as `gpu_slices` slices (e.g. NVIDIA time-slicing with
-    renamed resources). Anything else cannot be expressed and is refused.
+    Whole GPUs (or MIG slices) use the GPU resource. A fraction of one GPU on a time-slicing
+    or MPS node is one replica of the GPU resource: a share of a GPU's time, as large as the
+    device plugin's replicas make it, not isolated memory (gpus.py). Elsewhere a fraction uses
+    the shared-GPU resource of a device plugin that offers each GPU as `gpu_slices` slices
+    (NVIDIA time-slicing with renamed resources). Anything else is refused.
     """
     if milli_gpu == 0:
         return {}
@@ -122,6 +131,8 @@ def gpu_resources(milli_gpu: int, kube: KubeConfig) -> dict[str, str]:
             f"{gpus} GPUs per replica: Kubernetes gives a replica whole GPUs or a slice of one "
             "GPU, not both."
         )
+    if sharing in (GpuSharing.TIME_SLICING, GpuSharing.MPS):
+        return {kube.gpu_resource: "1"}
     if not kube.shared_gpu_resource:
         raise Refused(
             f"{gpus} GPU per replica is a fraction of a GPU, and this cluster has no shared-GPU "
@@ -137,14 +148,14 @@ def gpu_resources(milli_gpu: int, kube: KubeConfig) -> dict[str, str]:
 
 
 def pod_body(pod: Pod, kube: KubeConfig) -> tuple[str, client.V1Pod]:
-    """The namespace and the Pod of one replica, bound to the node the scheduler chose."""
+    """The namespace and the Pod of one replica, for the node the scheduler chose."""
     w = pod.workload
     if not w.image:
         raise Refused(f"{w.name} has no container image; Kubernetes needs one.")
     if pod.node is None:
         raise Refused(f"Replica {pod.index} of {w.name} has no node.")
     namespace = namespace_for(w.workspace.name, kube)
-    resources = gpu_resources(w.gpu, kube)
+    resources = gpu_resources(w.gpu, kube, pod.node.gpu_sharing)
     if w.cpu:
         resources["cpu"] = f"{w.cpu}m"
     if w.memory:
@@ -187,8 +198,13 @@ def pod_body(pod: Pod, kube: KubeConfig) -> tuple[str, client.V1Pod]:
             },
         ),
         spec=client.V1PodSpec(
-            # Bound by Tidepool's scheduler: kube-scheduler never sees it.
-            node_name=pod.node.name,
+            # Left to Tidepool's scheduler: kube-scheduler ignores it, and it is bound to its
+            # node through pods/binding once created (binding.py).
+            scheduler_name=kube.scheduler_name,
+            tolerations=[
+                client.V1Toleration(key=t["key"], operator=t["operator"], effect=t["effect"])
+                for t in TOLERATIONS
+            ],
             # Fault tolerance (restart, requeue from a checkpoint) is Tidepool's, not the kubelet's.
             restart_policy="Never",
             containers=[container],

@@ -10,19 +10,31 @@ from django.db import transaction
 from django.db.models import Sum
 from kubernetes.utils.quantity import parse_quantity
 
+from cluster.choices import GpuSharing
 from cluster.locking import write_lock
 from cluster.models import Node, NodePool, ResourcePool
 from cluster.services import node_create, node_schedulable_set
 from jobs.backends.kubernetes.config import KubeConfig
+from jobs.backends.kubernetes.foreign import Held
+from jobs.backends.kubernetes.gpus import gpus_held, node_gpus
 from jobs.choices import LIVE_POD_STATUSES
 from quotas.amounts import RESOURCES, show
 from quotas.models import QuotaResource
 from quotas.services.quotas import pool_capacity
 
+# Node conditions under which the kubelet evicts and admits less: no new pods go there.
+PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure")
+# Taints Tidepool's pods tolerate (manifest.TOLERATIONS): the GPU taint cloud providers put on
+# GPU nodes to keep other pods off (GKE, AKS). Any other NoSchedule or NoExecute taint keeps
+# Tidepool's new pods off the node; a NoExecute one also evicts its running pods, which the
+# backend then sees as a node loss.
+TOLERATED = frozenset({("nvidia.com/gpu", "NoSchedule")})
+
 
 @dataclass(frozen=True)
 class ClusterNode:
-    """A node as the API reports it: GPUs (devices), millicores and MiB allocatable."""
+    """A node as the API reports it: what Tidepool can use of it (GPUs or MIG slices, not
+    time-slice replicas; millicores and MiB), less what pods it does not own hold."""
 
     name: str
     pool: str | None
@@ -32,33 +44,73 @@ class ClusterNode:
     ready: bool
     schedulable: bool
     labels: dict[str, str]
+    gpu_sharing: str = GpuSharing.ANY
+    gpu_replicas: int = 1
+    mig_profile: str = ""
+    # why it takes no new pods ("is cordoned", "has MemoryPressure"); "" when it does
+    ineligible: str = ""
+    note: str = ""
 
 
-def cluster_node(obj: dict[str, Any], kube: KubeConfig) -> ClusterNode:
-    """Read one API node: its pool label, allocatable resources, readiness and cordon."""
-    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+def ineligibility(obj: dict[str, Any]) -> str:
+    """Why a node takes no new pods, or "" when it does: not ready, cordoned, under pressure,
+    or tainted NoSchedule/NoExecute with a taint Tidepool's pods do not tolerate."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    if conditions.get("Ready") != "True":
+        return "is not ready"
+    if spec.get("unschedulable"):
+        return "is cordoned"
+    pressed = [name for name in PRESSURE if conditions.get(name) == "True"]
+    if pressed:
+        return f"has {' and '.join(pressed)}"
+    for taint in spec.get("taints") or []:
+        effect = taint.get("effect")
+        if effect in ("NoSchedule", "NoExecute") and (taint.get("key"), effect) not in TOLERATED:
+            value = f"={taint['value']}" if taint.get("value") else ""
+            return f"is tainted {taint.get('key')}{value}:{effect}"
+    return ""
+
+
+def cluster_node(obj: dict[str, Any], kube: KubeConfig, held: Held | None = None) -> ClusterNode:
+    """Read one API node: its pool label, allocatable resources less what other pods hold
+    (`held`), its GPUs as the device plugin exposes them, and whether it takes new pods."""
+    meta, status = obj["metadata"], obj.get("status") or {}
     labels = meta.get("labels") or {}
     allocatable = status.get("allocatable") or {}
+    held = held or {}
 
     def amount(resource: str) -> Any:
         return parse_quantity(allocatable.get(resource, "0"))  # type: ignore[no-untyped-call]
 
-    gpus = int(amount(kube.gpu_resource))
-    if kube.shared_gpu_resource:
-        gpus += int(amount(kube.shared_gpu_resource)) // kube.gpu_slices
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
+    def taken(resource: str) -> Any:
+        return held.get(resource, 0)
+
+    gpus = node_gpus(labels, int(amount(kube.gpu_resource)))
+    count = gpus.count - gpus_held(int(taken(kube.gpu_resource)), gpus)
+    sharing = gpus.sharing
+    if kube.shared_gpu_resource and amount(kube.shared_gpu_resource):
+        free = int(amount(kube.shared_gpu_resource) - taken(kube.shared_gpu_resource))
+        count += free // kube.gpu_slices
+        sharing = GpuSharing.ANY  # whole GPUs, and slices through the renamed resource
+    pool = labels.get(kube.node_pool_label)
+    if pool is not None and gpus.mig_profile:
+        pool = f"{pool}-MIG-{gpus.mig_profile}"
+    why = ineligibility(obj)
     return ClusterNode(
         name=meta["name"],
-        pool=labels.get(kube.node_pool_label),
-        gpus=gpus,
-        cpu=int(amount("cpu") * 1000),
-        memory=int(amount("memory") / 2**20),
-        ready=ready,
-        schedulable=ready and not spec.get("unschedulable", False),
+        pool=pool,
+        gpus=max(count, 0),
+        cpu=max(int((amount("cpu") - taken("cpu")) * 1000), 0),
+        memory=max(int((amount("memory") - taken("memory")) / 2**20), 0),
+        ready=why != "is not ready",
+        schedulable=not why,
         labels=dict(labels),
+        gpu_sharing=sharing,
+        gpu_replicas=gpus.replicas,
+        mig_profile=gpus.mig_profile,
+        ineligible=why,
+        note=gpus.note,
     )
 
 
@@ -93,6 +145,13 @@ def _held() -> dict[int, dict[str, int]]:
     }
 
 
+# The node row's fields a sync keeps in line with the cluster (schedulable has its service).
+SYNCED = [
+    *("node_pool", "gpus", "cpu", "memory", "labels"),
+    *("gpu_sharing", "gpu_replicas", "mig_profile"),
+]
+
+
 def _update(row: Node, seen: ClusterNode, pool: NodePool, held: dict[str, int]) -> list[str]:
     """Apply a known node's new facts; returns why some were held back."""
     notes = []
@@ -116,6 +175,8 @@ def _update(row: Node, seen: ClusterNode, pool: NodePool, held: dict[str, int]) 
             )
         setattr(row, name, max(value, floor))
     row.labels = seen.labels
+    row.gpu_sharing, row.gpu_replicas = seen.gpu_sharing, seen.gpu_replicas
+    row.mig_profile = seen.mig_profile
     return notes
 
 
@@ -154,6 +215,8 @@ def nodes_sync(*, nodes: list[ClusterNode], kube: KubeConfig) -> NodeSyncResult:
     held = _held()
     seen: set[str] = set()
     for node in nodes:
+        if node.note:
+            result.messages.append(f"Node {node.name}: {node.note}.")
         if node.pool is None:
             continue  # not a Tidepool node (no pool label): control plane, CPU-only, ...
         pool = pools.get(node.pool)
@@ -174,17 +237,24 @@ def nodes_sync(*, nodes: list[ClusterNode], kube: KubeConfig) -> NodeSyncResult:
                 memory=node.memory,
                 labels=node.labels,
                 schedulable=node.schedulable,
+                gpu_sharing=node.gpu_sharing,
+                gpu_replicas=node.gpu_replicas,
+                mig_profile=node.mig_profile,
             )
+            if not node.schedulable:
+                result.messages.append(f"Node {node.name} {node.ineligible}; it takes no new pods.")
             result.created.append(node.name)
             continue
-        before = (row.node_pool_id, row.gpus, row.cpu, row.memory, row.labels)
+        before = [getattr(row, f) for f in SYNCED]
         result.messages += _update(row, node, pool, held.get(row.pk, {}))
-        if (row.node_pool_id, row.gpus, row.cpu, row.memory, row.labels) != before:
-            row.save(update_fields=["node_pool", "gpus", "cpu", "memory", "labels"])
+        if [getattr(row, f) for f in SYNCED] != before:
+            row.save(update_fields=SYNCED)
             result.updated.append(row.name)
         if row.schedulable != node.schedulable:
             node_schedulable_set(node=row, schedulable=node.schedulable)
             (result.updated if node.schedulable else result.cordoned).append(row.name)
+            if not node.schedulable:
+                result.messages.append(f"Node {row.name} {node.ineligible}; it takes no new pods.")
     if rows and not seen:
         # More likely a wrong label setting or missing permission than a cluster with no nodes.
         result.messages.append(

@@ -21,6 +21,11 @@ STUCK = frozenset(
 # Pod reasons that mean the node went away: lost by the node controller, or shut down (the
 # kubelet's graceful node shutdown says "Terminated", older kubelets "Shutdown").
 NODE_GONE = frozenset({"NodeLost", "Terminated", "Shutdown"})
+# Reasons the kubelet gives when it refuses a pod at admission (besides `OutOf<resource>`):
+# the node, not the application, said no, so the replica belongs on another node.
+ADMISSION_REFUSALS = frozenset(
+    {"UnexpectedAdmissionError", "TaintToleration", "NodeAffinity", "NodeName", "NodePorts"}
+)
 # Long enough to read, short enough for the replica's and the workload's reason columns.
 REASON_CHARS = 160
 
@@ -34,6 +39,7 @@ class Observed:
     reason: str = ""
     node_lost: bool = False
     message: str = ""  # the container's termination message (terminationMessagePath)
+    rejected: bool = False  # refused by the kubelet before any container ran
 
 
 def clip(text: str) -> str:
@@ -83,8 +89,9 @@ def observe_pod(obj: dict[str, Any]) -> Observed:
         return Observed(PodStatus.SUCCEEDED, exit_code=code if code is not None else 0)
     if phase == "Failed":
         said = (term.get("message") or "") if term else ""
+        why = clip(_failure(status, term))
         return Observed(
-            PodStatus.FAILED, exit_code=code, reason=clip(_failure(status, term)), message=said
+            PodStatus.FAILED, exit_code=code, reason=why, message=said, rejected=rejected(status)
         )
     if phase == "Running":
         return Observed(PodStatus.RUNNING)
@@ -109,3 +116,15 @@ def _failure(status: dict[str, Any], term: dict[str, Any] | None) -> str:
         return f"{why} (exit code {code}){detail}"
     # Refused by the kubelet before any container ran (e.g. OutOfnvidia.com/gpu).
     return f"{pod_reason or 'Failed'}: {message}" if message else pod_reason or "Failed"
+
+
+def rejected(status: dict[str, Any]) -> bool:
+    """The kubelet refused the pod at admission (out of a resource, an untolerated NoExecute
+    taint, affinity, a device plugin error, or an eviction before any container started)."""
+    reason = status.get("reason") or ""
+    if not (reason.startswith("OutOf") or reason in ADMISSION_REFUSALS or reason == "Evicted"):
+        return False
+    return not any(
+        {"running", "terminated"} & set(c.get("state") or {})
+        for c in status.get("containerStatuses") or []
+    )

@@ -9,7 +9,7 @@ from operator import attrgetter
 from typing import Protocol
 
 from ..admission import Shares
-from ..placement import Choice, find_node
+from ..placement import Choice, find_node, hands_out
 from ..snapshot import Entry, NodeState, State
 from ..types import MILLI, Workload
 
@@ -435,7 +435,7 @@ def _scan_nodes(
     allowed = kind.allowed
     for ns in win.nodes:
         node = ns.name
-        if ns.pool != a.pool or not ns.schedulable:
+        if ns.pool != a.pool or not ns.schedulable or not hands_out(ns, g):
             continue
         # without a GPU-holding candidate here the GPU condition below can only hold if it
         # holds already
