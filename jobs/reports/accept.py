@@ -21,13 +21,14 @@ from console import clock
 from console.fast.statements import Statement
 from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES
 from jobs.models import Pod
-from jobs.reports.body import BodyError, report_parse
+from jobs.reports.body import NON_FIELD, BodyError, report_parse
 from jobs.reports.buffer import BUFFER
 from jobs.reports.tokens import Claim, token_claim
 
 UNAUTHENTICATED = "Send the header Authorization: Bearer <TIDEPOOL_REPORT_TOKEN>."
 NOT_OURS = "This is not a report token of this console."
 ENDED = "This replica attempt is no longer running; its token cannot report."
+MAX_BODY = 4096  # bytes: a report is a few fields
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ def report_accept(*, authorization: str, body: bytes) -> Answer:
     claim = token_claim(token.strip())
     if claim is None:
         return Answer(403, {"detail": NOT_OURS})
+    if len(body) > MAX_BODY:
+        return Answer(400, {NON_FIELD: [f"A report is at most {MAX_BODY} bytes, not {len(body)}."]})
     try:
         report = report_parse(body)
     except BodyError as e:
