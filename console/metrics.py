@@ -92,6 +92,20 @@ WEBSOCKETS = Gauge(
     "Open live-event websockets.",
     multiprocess_mode="livesum",
 )
+REPORTS = Counter(
+    "tidepool_reports",
+    "Reports taken from running replicas (POST /api/v1/report/), before coalescing.",
+)
+REPORT_STATEMENTS = Counter(
+    "tidepool_report_write_statements",
+    "Database statements that wrote buffered reports, by table (pod, workload, event).",
+    ["table"],
+)
+REPORT_ROWS = Counter(
+    "tidepool_report_write_rows",
+    "Rows those statements wrote, by table (pod, workload, event).",
+    ["table"],
+)
 
 LAST_CYCLE_KEY = "tidepool:metrics:last_cycle"
 LAST_SYNC_KEY = "tidepool:metrics:last_sync"

@@ -103,12 +103,16 @@ def _report(scope: dict[str, Any], body: bytes) -> list[Message]:
         "",
     )
     answer = report_accept(authorization=authorization, body=body)
-    headers = [(b"content-type", b"application/json")]
+    content = answer.content()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(content)).encode()),
+    ]
     if answer.status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
     return [
         {"type": "http.response.start", "status": answer.status, "headers": headers},
-        {"type": "http.response.body", "body": answer.content()},
+        {"type": "http.response.body", "body": content},
     ]
 
 

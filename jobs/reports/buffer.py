@@ -17,6 +17,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import close_old_connections
 
+from console.metrics import REPORTS
 from jobs.reports.body import Report
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ class ReportBuffer:
             self.received += 1
             if self._flusher is None:
                 self._start_flusher()
+        REPORTS.inc()
 
     def drain(self) -> dict[int, Pending]:
         """Everything pending, which the buffer forgets."""
