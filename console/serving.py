@@ -41,7 +41,7 @@ from django.urls import set_script_prefix
 
 from console import fast
 from jobs.live import sending_on
-from jobs.reports.accept import report_accept
+from jobs.reports.accept import Answer, report_accept, report_answer_unread
 from jobs.reports.env import REPORT_PATH
 
 Message = dict[str, Any]
@@ -60,7 +60,7 @@ class ThreadedASGIHandler(ASGIHandler):
         reports = ThreadPoolExecutor(1, thread_name_prefix="http-report")
         self.read = sync_to_async(self._respond, thread_sensitive=False, executor=reads)
         self.write = sync_to_async(self._respond, thread_sensitive=False, executor=writes)
-        self.report = sync_to_async(_report, thread_sensitive=False, executor=reports)
+        self.report = sync_to_async(report_accept, thread_sensitive=False, executor=reports)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Read the body here, answer in a worker thread, send the answer from here."""
@@ -72,7 +72,7 @@ class ThreadedASGIHandler(ASGIHandler):
             return
         try:
             if scope["path"] == REPORT_PATH and scope["method"] == "POST":
-                messages = await self.report(scope, body.read())
+                messages = await self._report(scope, body.read())
             else:
                 respond = self.read if scope["method"] in READS else self.write
                 messages = await respond(scope, body)
@@ -80,6 +80,21 @@ class ThreadedASGIHandler(ASGIHandler):
             body.close()
         for message in messages:
             await send(message)
+
+    async def _report(self, scope: dict[str, Any], body: bytes) -> list[Message]:
+        """A report answered here when that needs no query, else on the report thread."""
+        authorization = next(
+            (
+                value.decode("latin1")
+                for name, value in scope["headers"]
+                if name == b"authorization"
+            ),
+            "",
+        )
+        answer = report_answer_unread(authorization=authorization, body=body)
+        if answer is None:
+            answer = await self.report(authorization=authorization, body=body)
+        return _report_messages(answer)
 
     def _respond(self, scope: dict[str, Any], body: Any) -> list[Message]:
         """Run the sync handler chain; the messages that answer."""
@@ -96,13 +111,8 @@ class ThreadedASGIHandler(ASGIHandler):
             response.close()  # request_finished, in the thread that ran the request
 
 
-def _report(scope: dict[str, Any], body: bytes) -> list[Message]:
-    """A replica's report answered without Django's handler chain (as its view answers it)."""
-    authorization = next(
-        (value.decode("latin1") for name, value in scope["headers"] if name == b"authorization"),
-        "",
-    )
-    answer = report_accept(authorization=authorization, body=body)
+def _report_messages(answer: Answer) -> list[Message]:
+    """A report's answer, as its Django view sends it."""
     content = answer.content()
     headers = [
         (b"content-type", b"application/json"),

@@ -21,8 +21,9 @@ from console import clock
 from console.fast.statements import Statement
 from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES
 from jobs.models import Pod
-from jobs.reports.body import NON_FIELD, BodyError, report_parse
+from jobs.reports.body import NON_FIELD, BodyError, Report, report_parse
 from jobs.reports.buffer import BUFFER
+from jobs.reports.live import known_live
 from jobs.reports.tokens import Claim, token_claim
 
 UNAUTHENTICATED = "Send the header Authorization: Bearer <TIDEPOOL_REPORT_TOKEN>."
@@ -70,8 +71,8 @@ def attempt_live(claim: Claim) -> bool:
     return bool(_LIVE.rows(claim.pod, claim.workload, claim.attempt))
 
 
-def report_accept(*, authorization: str, body: bytes) -> Answer:
-    """The answer to one report (the Authorization header's text, the raw body)."""
+def _checked(authorization: str, body: bytes) -> Answer | tuple[Claim, Report]:
+    """The refusal of a report, or its claim and what it says (no database read)."""
     scheme, _, token = authorization.strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return Answer(401, {"detail": UNAUTHENTICATED})
@@ -81,10 +82,37 @@ def report_accept(*, authorization: str, body: bytes) -> Answer:
     if len(body) > MAX_BODY:
         return Answer(400, {NON_FIELD: [f"A report is at most {MAX_BODY} bytes, not {len(body)}."]})
     try:
-        report = report_parse(body)
+        return claim, report_parse(body)
     except BodyError as e:
         return Answer(400, {e.field: [e.reason]})
-    if not attempt_live(claim):
-        return Answer(403, {"detail": ENDED})
+
+
+def _keep(claim: Claim, report: Report) -> Answer:
+    """Buffer a report of a live attempt."""
     BUFFER.add(pod=claim.pod, workload=claim.workload, report=report, at=clock.now())
     return ACCEPTED
+
+
+def report_accept(*, authorization: str, body: bytes) -> Answer:
+    """The answer to one report (the Authorization header's text, the raw body)."""
+    checked = _checked(authorization, body)
+    if isinstance(checked, Answer):
+        return checked
+    claim, report = checked
+    if not known_live((claim.pod, claim.workload, claim.attempt)) and not attempt_live(claim):
+        return Answer(403, {"detail": ENDED})
+    return _keep(claim, report)
+
+
+def report_answer_unread(*, authorization: str, body: bytes) -> Answer | None:
+    """The answer if it needs no database read (a refusal, an attempt known live), else None.
+
+    No query, so an event loop may call it: only the rest go to a thread (console.serving).
+    """
+    checked = _checked(authorization, body)
+    if isinstance(checked, Answer):
+        return checked
+    claim, report = checked
+    if known_live((claim.pod, claim.workload, claim.attempt)):
+        return _keep(claim, report)
+    return None

@@ -112,10 +112,17 @@ class ReportBuffer:
         self._flusher.start()
 
     def _flush_forever(self, every: float) -> None:
-        """Flush every `every` seconds for the life of the process."""
+        """Flush every `every` seconds for the life of the process, then read which
+        attempts are live (jobs.reports.live)."""
+        from jobs.reports.live import known_live_refresh
+
         stop = threading.Event()
         while not stop.wait(every):
             self.flush()
+            try:
+                known_live_refresh()
+            except Exception:
+                log.exception("reading the live attempts failed; every report reads its own")
 
     def flush(self) -> int:
         """Write what is pending now; the number of replicas written."""

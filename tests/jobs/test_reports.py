@@ -14,6 +14,8 @@ from django.test.utils import CaptureQueriesContext
 from console.clock import ManualClock
 from jobs.choices import EventKind, PodStatus, Status
 from jobs.models import Pod, Workload
+from jobs.reports import live
+from jobs.reports.accept import report_accept, report_answer_unread
 from jobs.reports.buffer import BUFFER
 from jobs.reports.env import report_env
 from jobs.reports.tokens import report_token
@@ -23,8 +25,9 @@ URL = "/api/v1/report/"
 
 
 @pytest.fixture(autouse=True)
-def empty_buffer() -> Iterator[None]:
-    """Each test starts and ends with nothing buffered."""
+def empty_buffer(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test starts and ends with nothing buffered and no attempt known live."""
+    monkeypatch.setattr(live, "_live", frozenset())
     BUFFER.drain()
     yield
     BUFFER.drain()
@@ -270,3 +273,29 @@ def test_an_older_report_never_moves_a_time_backwards(
     mine.refresh_from_db()
     assert (mine.checkpoint_label, mine.progress) == ("new", 600.0)
     assert pods(mine)[0].reported_progress == 0.6
+
+
+def test_attempts_live_at_the_last_read_report_without_a_query(
+    running: tuple[Workload, Workload], alice: Any, clock: ManualClock
+) -> None:
+    mine, theirs = running
+    assert live.known_live_refresh() == 3
+    auth = f"Bearer {report_token(pods(theirs)[0])}"
+    with CaptureQueriesContext(connection) as queries:
+        answer = report_answer_unread(authorization=auth, body=b'{"heartbeat": true}')
+    assert answer is not None and answer.status == 202
+    assert len(queries) == 0
+    # Ended since the last read: still taken until the next one, and the flush drops it.
+    token = report_token(pods(mine)[0])
+    workload_cancel(actor=alice, workload=mine, now=clock.now())
+    taken = report_answer_unread(authorization=f"Bearer {token}", body=b'{"checkpoint": "9"}')
+    assert taken is not None and taken.status == 202
+    BUFFER.flush()
+    mine.refresh_from_db()
+    assert mine.checkpoint_label == ""
+    # After the next read it is refused.
+    live.known_live_refresh()
+    unread = report_answer_unread(authorization=f"Bearer {token}", body=b'{"heartbeat": true}')
+    assert unread is None  # not known live: the caller reads the attempt
+    answer = report_accept(authorization=f"Bearer {token}", body=b'{"heartbeat": true}')
+    assert answer.status == 403
