@@ -40,6 +40,7 @@ from bench.api import WORKSPACES, _free_port, _percentiles, cpu_seconds, seed  #
 
 REPLICAS_PER_JOB = 8
 COUNTER = re.compile(r'^tidepool_report_write_(statements|rows)_total\{table="(\w+)"\} (\S+)$')
+FLUSHES = re.compile(r"^tidepool_report_flush_duration_seconds_(count|sum) (\S+)$")
 
 
 def seed_running(replicas: int) -> list[str]:
@@ -177,6 +178,8 @@ def _metrics(port: int) -> dict[str, float]:
     for line in text.splitlines():
         if match := COUNTER.match(line):
             found[f"{match[1]}_{match[2]}"] = float(match[3])
+        elif match := FLUSHES.match(line):
+            found[f"flush_{match[1]}"] = float(match[2])
     return found
 
 
@@ -304,7 +307,10 @@ def main() -> None:
             server.kill()
 
     reports = json.loads(out)
-    writes = {k: round((after.get(k, 0) - before.get(k, 0)) / elapsed, 2) for k in after}
+    delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    flushes = delta.pop("flush_count", 0)
+    flush_seconds = delta.pop("flush_sum", 0)
+    writes = {k: round(v / elapsed, 2) for k, v in delta.items()}
     print(
         json.dumps(
             {
@@ -319,6 +325,11 @@ def main() -> None:
                     1000 * (cpu_after - cpu_before) / max(reports["sent"], 1), 3
                 ),
                 "db_writes_per_s": writes,
+                "flushes": {
+                    "n": int(flushes),
+                    "every_s": round(elapsed / max(flushes, 1), 2),
+                    "mean_ms": round(1000 * flush_seconds / max(flushes, 1), 1),
+                },
                 "list_jobs_page_of_50": {
                     "clients": args.list_clients,
                     "without_reports": alone,

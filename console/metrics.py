@@ -106,6 +106,11 @@ REPORT_ROWS = Counter(
     "Rows those statements wrote, by table (pod, workload, event).",
     ["table"],
 )
+REPORT_FLUSH_DURATION = Histogram(
+    "tidepool_report_flush_duration_seconds",
+    "How long writing one process's buffered reports took.",
+    buckets=FAST_BUCKETS,
+)
 
 LAST_CYCLE_KEY = "tidepool:metrics:last_cycle"
 LAST_SYNC_KEY = "tidepool:metrics:last_sync"

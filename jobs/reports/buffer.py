@@ -17,7 +17,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import close_old_connections
 
-from console.metrics import REPORTS
+from console.metrics import REPORT_FLUSH_DURATION, REPORTS, timed
 from jobs.reports.body import Report
 
 log = logging.getLogger(__name__)
@@ -123,6 +123,7 @@ class ReportBuffer:
                 known_live_refresh()
             except Exception:
                 log.exception("reading the live attempts failed; every report reads its own")
+            close_old_connections()  # a pooled connection goes back until the next flush
 
     def flush(self) -> int:
         """Write what is pending now; the number of replicas written."""
@@ -133,7 +134,8 @@ class ReportBuffer:
             return 0
         close_old_connections()
         try:
-            return reports_flush(pending=pending).pods
+            with timed(REPORT_FLUSH_DURATION):
+                return reports_flush(pending=pending).pods
         except Exception:
             log.exception("writing %d replicas' reports failed; retrying", len(pending))
             self.restore(pending)
