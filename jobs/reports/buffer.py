@@ -118,6 +118,7 @@ class ReportBuffer:
 
         stop = threading.Event()
         while not stop.wait(every):
+            close_old_connections()  # as a request does: a broken or expired one is replaced
             self.flush()
             try:
                 known_live_refresh()
@@ -132,7 +133,6 @@ class ReportBuffer:
         pending = self.drain()
         if not pending:
             return 0
-        close_old_connections()
         try:
             with timed(REPORT_FLUSH_DURATION):
                 return reports_flush(pending=pending).pods

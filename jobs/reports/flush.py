@@ -6,15 +6,15 @@ In one transaction:
    live (Pending or Running) of an active workload: an attempt that ended since it reported
    is left as it ended. The UPDATE holds those pods' rows until the commit, so no other writer
    can end them (nor, since a workload ends with its pods, their workloads) meanwhile;
-2. one SELECT of those pods that are still live, which the rest writes for, and one of
-   their workloads' last checkpoint times (which checkpoints move on);
+2. one SELECT (FOR UPDATE) of the reporting pods that are still live, which the rest writes
+   for, and one of their workloads' last checkpoint times (which checkpoints move on);
 3. one UPDATE of their workloads: checkpoint label and time, last activity, and the job's
    progress from replica 0's report (the rank that, by convention, logs) as a fraction of
    total_work;
 4. one INSERT of a checkpoint event per workload whose checkpoint moved on.
 
-Every value is written only over an older one (its time is later than the row's), so two web
-processes flushing their own buffers never move a time backwards. Statements cover at most
+Every value is written only over an older one (its time is not before the row's), so two
+web processes flushing their own buffers never move a time backwards. Statements cover at most
 ``BATCH`` rows each.
 """
 
@@ -130,9 +130,15 @@ def _jobs(pending: dict[int, Pending]) -> dict[int, _Job]:
         if entry.checkpoint_at or entry.activity_at or entry.progress_at
     )
     for chunk in _chunks(ids):
-        live = Pod.objects.filter(
-            pk__in=chunk, status__in=LIVE_POD_STATUSES, workload__status__in=ACTIVE_STATUSES
-        ).values_list("pk", "workload_id", "index")
+        # Locked (PostgreSQL) like the pods step 1 wrote: those that only sent a checkpoint
+        # or activity cannot end either before the commit.
+        live = (
+            Pod.objects.select_for_update(of=("self",))
+            .filter(
+                pk__in=chunk, status__in=LIVE_POD_STATUSES, workload__status__in=ACTIVE_STATUSES
+            )
+            .values_list("pk", "workload_id", "index")
+        )
         for pod, workload, index in live:
             entry = pending[pod]
             if entry.workload != workload:
