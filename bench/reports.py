@@ -274,7 +274,12 @@ def main() -> None:
                 time.sleep(0.2)
         token = api_tokens["admin"]
         _timed_lists(port, token, args, 3)  # warm up
+        cpu_idle = cpu_seconds(server.pid)
+        time.sleep(5)  # the control loop alone
+        cpu_alone, alone_began = cpu_seconds(server.pid), time.perf_counter()
+        idle_per_s = (cpu_alone - cpu_idle) / 5
         alone = _timed_lists(port, token, args, min(args.seconds, 30))
+        alone_per_s = (cpu_seconds(server.pid) - cpu_alone) / (time.perf_counter() - alone_began)
 
         before, cpu_before = _metrics(port), cpu_seconds(server.pid)
         began = time.perf_counter()
@@ -324,6 +329,12 @@ def main() -> None:
                 "server_cpu_ms_per_report": round(
                     1000 * (cpu_after - cpu_before) / max(reports["sent"], 1), 3
                 ),
+                # Cores the server used: its control loop alone, with the lists, with both.
+                "server_cpu_per_s": {
+                    "idle": round(idle_per_s, 3),
+                    "lists": round(alone_per_s, 3),
+                    "lists_and_reports": round((cpu_after - cpu_before) / elapsed, 3),
+                },
                 "db_writes_per_s": writes,
                 "flushes": {
                     "n": int(flushes),
