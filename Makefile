@@ -35,7 +35,7 @@ lint: install
 	$(BIN)/ruff format --check .
 
 typecheck: install
-	$(BIN)/mypy console cluster quotas workspaces jobs dashboard tools
+	$(BIN)/mypy console cluster quotas workspaces jobs dashboard tools tidepool
 
 # TIDEPOOL_EXPECT_COMPILED makes the core's build test fail if the compiled core is not in use.
 # The second pass turns the speed layer off (TIDEPOOL_FAST_PATHS=0, console/fast): the stock

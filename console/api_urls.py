@@ -16,6 +16,7 @@ from cluster.api import views as cluster
 from console.api import ID_REGEX, APIMixin, TokenRateThrottle
 from dashboard.api import views as dashboard
 from jobs.api import views as jobs
+from jobs.reports.views import report_view
 from quotas.api import views as quotas
 from workspaces.api import views as workspaces
 
@@ -62,6 +63,8 @@ router.register("usage", jobs.UsageViewSet, basename="usage")
 
 urlpatterns = [
     path("auth/token/", extend_schema(tags=["auth"])(TokenView).as_view(), name="api-token"),
+    # Replicas' reports (token per attempt, not a user's): jobs/reports, README "Reports".
+    path("report/", report_view, name="api-report"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     *router.urls,

@@ -92,6 +92,25 @@ WEBSOCKETS = Gauge(
     "Open live-event websockets.",
     multiprocess_mode="livesum",
 )
+REPORTS = Counter(
+    "tidepool_reports",
+    "Reports taken from running replicas (POST /api/v1/report/), before coalescing.",
+)
+REPORT_STATEMENTS = Counter(
+    "tidepool_report_write_statements",
+    "Database statements that wrote buffered reports, by table (pod, workload, event).",
+    ["table"],
+)
+REPORT_ROWS = Counter(
+    "tidepool_report_write_rows",
+    "Rows those statements wrote, by table (pod, workload, event).",
+    ["table"],
+)
+REPORT_FLUSH_DURATION = Histogram(
+    "tidepool_report_flush_duration_seconds",
+    "How long writing one process's buffered reports took.",
+    buckets=FAST_BUCKETS,
+)
 
 LAST_CYCLE_KEY = "tidepool:metrics:last_cycle"
 LAST_SYNC_KEY = "tidepool:metrics:last_sync"

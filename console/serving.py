@@ -41,6 +41,8 @@ from django.urls import set_script_prefix
 
 from console import fast
 from jobs.live import sending_on
+from jobs.reports.accept import Answer, report_accept, report_answer_unread
+from jobs.reports.env import REPORT_PATH
 
 Message = dict[str, Any]
 # Methods that only read (RFC 9110's safe methods), answered by the read pool.
@@ -55,8 +57,10 @@ class ThreadedASGIHandler(ASGIHandler):
         self.load_middleware(is_async=False)
         reads = ThreadPoolExecutor(read_threads, thread_name_prefix="http-read")
         writes = ThreadPoolExecutor(write_threads, thread_name_prefix="http-write")
+        reports = ThreadPoolExecutor(1, thread_name_prefix="http-report")
         self.read = sync_to_async(self._respond, thread_sensitive=False, executor=reads)
         self.write = sync_to_async(self._respond, thread_sensitive=False, executor=writes)
+        self.report = sync_to_async(report_accept, thread_sensitive=False, executor=reports)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Read the body here, answer in a worker thread, send the answer from here."""
@@ -67,12 +71,30 @@ class ThreadedASGIHandler(ASGIHandler):
         except RequestAborted:
             return
         try:
-            respond = self.read if scope["method"] in READS else self.write
-            messages = await respond(scope, body)
+            if scope["path"] == REPORT_PATH and scope["method"] == "POST":
+                messages = await self._report(scope, body.read())
+            else:
+                respond = self.read if scope["method"] in READS else self.write
+                messages = await respond(scope, body)
         finally:
             body.close()
         for message in messages:
             await send(message)
+
+    async def _report(self, scope: dict[str, Any], body: bytes) -> list[Message]:
+        """A report answered here when that needs no query, else on the report thread."""
+        authorization = next(
+            (
+                value.decode("latin1")
+                for name, value in scope["headers"]
+                if name == b"authorization"
+            ),
+            "",
+        )
+        answer = report_answer_unread(authorization=authorization, body=body)
+        if answer is None:
+            answer = await self.report(authorization=authorization, body=body)
+        return _report_messages(answer)
 
     def _respond(self, scope: dict[str, Any], body: Any) -> list[Message]:
         """Run the sync handler chain; the messages that answer."""
@@ -87,6 +109,21 @@ class ThreadedASGIHandler(ASGIHandler):
             return [_start_message(response), {"type": "http.response.body", "body": content}]
         finally:
             response.close()  # request_finished, in the thread that ran the request
+
+
+def _report_messages(answer: Answer) -> list[Message]:
+    """A report's answer, as its Django view sends it."""
+    content = answer.content()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(content)).encode()),
+    ]
+    if answer.status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    return [
+        {"type": "http.response.start", "status": answer.status, "headers": headers},
+        {"type": "http.response.body", "body": content},
+    ]
 
 
 def _start_message(response: HttpResponseBase) -> Message:

@@ -330,6 +330,12 @@ TIDEPOOL_NODE_COOLDOWN_SECONDS = float(env("TIDEPOOL_NODE_COOLDOWN_SECONDS", "30
 # no link. The simulated backend links to a placeholder page of the console instead.
 TIDEPOOL_INSTANCE_URL_TEMPLATE = env("TIDEPOOL_INSTANCE_URL_TEMPLATE", "")
 
+# Reports from running jobs (README "Reports from running jobs"): the base URL pods reach the
+# console at (their TIDEPOOL_REPORT_URL is its /api/v1/report/), and how often each process
+# writes the reports it buffered (seconds; 0: only when told, as the tests do).
+TIDEPOOL_REPORT_URL = env("TIDEPOOL_REPORT_URL", "http://127.0.0.1:8000")
+TIDEPOOL_REPORT_FLUSH_SECONDS = float(env("TIDEPOOL_REPORT_FLUSH_SECONDS", "2"))
+
 # Operating it (README "Operating it"): probes, /metrics, request ids and request latency.
 # /healthz, /readyz and /metrics are answered first, before host checks and redirects.
 MIDDLEWARE = [

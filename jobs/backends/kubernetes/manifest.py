@@ -11,6 +11,7 @@ from kubernetes import client
 from cluster.choices import GpuSharing
 from console.units import milli_to_gpus
 from jobs.backends.kubernetes.config import NAMESPACE_RE, KubeConfig
+from jobs.reports.env import report_env
 
 if TYPE_CHECKING:
     from jobs.models import Pod
@@ -174,6 +175,8 @@ def pod_body(pod: Pod, kube: KubeConfig) -> tuple[str, client.V1Pod]:
         "TIDEPOOL_REPLICA": str(pod.index),
         "TIDEPOOL_REPLICAS": str(w.replicas),
         "TIDEPOOL_ATTEMPT": str(pod.attempt),
+        # Where and with what token the replica reports, and its checkpoint to resume from.
+        **report_env(pod),
     }
     container = client.V1Container(
         name="main",
