@@ -7,6 +7,7 @@
     tidepool service ls | show | create | scale | stop | rules ls/add/rm
     tidepool instance start | ls | show | stop | open
     tidepool explain SCENARIO
+    tidepool what-if --window 7d --scale "Quota 1.1=56" --rebalance "Quota 1.2>Quota 1.1=8"
     tidepool completion bash|zsh
 
 Tables for people; ``--json`` or ``-o json|yaml`` print the API's body for scripts. An error
@@ -28,6 +29,7 @@ from console.cli.instances import instance
 from console.cli.jobs import job
 from console.cli.quotas import quota
 from console.cli.services import service
+from console.cli.whatif import what_if
 from console.cli.workspaces import workspace
 
 __all__ = ["CLIError", "cli", "main"]
@@ -66,7 +68,7 @@ def completion(shell: str) -> None:
     click.echo(complete(cli, {}, "tidepool", COMPLETE_VAR).source())
 
 
-for group in (quota, workspace, job, service, instance, explain):
+for group in (quota, workspace, job, service, instance, explain, what_if):
     cli.add_command(group)
 
 
