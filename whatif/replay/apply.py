@@ -43,9 +43,13 @@ def _set_min(q: core.Quota, pool: str, milli: int) -> core.Quota:
 
 
 def apply_tree(
-    quotas: tuple[core.Quota, ...], change: Mapping[str, object], nodes: tuple[core.Node, ...]
+    quotas: tuple[core.Quota, ...],
+    change: Mapping[str, object],
+    nodes: tuple[core.Node, ...],
+    *,
+    check: bool = True,
 ) -> tuple[core.Quota, ...]:
-    """The tree after one change; ValueError when it breaks the tree's sums."""
+    """The tree after one change; ValueError when it breaks the tree's sums (if `check`)."""
     by = {q.name: q for q in quotas}
     kind = change["kind"]
     if kind == "scale":
@@ -73,11 +77,17 @@ def apply_tree(
         q = by[str(change["quota"])]
         by[q.name] = replace(q, weight=float(str(change["weight"])))
     out = tuple(by[q.name] for q in quotas)
+    if check:
+        check_tree(out, nodes)
+    return out
+
+
+def check_tree(quotas: tuple[core.Quota, ...], nodes: tuple[core.Node, ...]) -> None:
+    """ValueError, in the core's words, when the tree breaks its sums."""
     try:
-        State(core.Snapshot(0.0, nodes, out, ()))
+        State(core.Snapshot(0.0, nodes, quotas, ()))
     except core.ScenarioError as exc:
         raise ValueError(str(exc)) from None
-    return out
 
 
 def apply_nodes(nodes: tuple[core.Node, ...], pool: str, add: int) -> tuple[core.Node, ...]:
@@ -125,7 +135,8 @@ def setup(rec: Recording, changes: Sequence[Mapping[str, object]]) -> Setup:
             if kind == "nodes":
                 nodes = apply_nodes(nodes, str(change["pool"]), int(str(change["add"])))
             elif kind in TREE_KINDS:
-                quotas = apply_tree(quotas, change, nodes)
+                # the tree is checked once all changes are in: they apply together
+                quotas = apply_tree(quotas, change, nodes, check=False)
             elif kind == "scaling_rules":
                 service = str(change["service"])
                 scalings = [s for s in scalings if s.service != service or not s.by_rule]
@@ -143,6 +154,10 @@ def setup(rec: Recording, changes: Sequence[Mapping[str, object]]) -> Setup:
                     timed.append(ConfigChange(at, label, inner))
         except ValueError as exc:
             raise ValueError(f"changes[{i}] ({describe(change)}): {exc}") from None
+    try:
+        check_tree(quotas, nodes)
+    except ValueError as exc:
+        raise ValueError(f"the changes together: {exc}") from None
     return Setup(nodes, quotas, tuple(scalings), tuple(timed))
 
 
