@@ -40,8 +40,8 @@ def main() -> None:
     from whatif.changes import validate_changes
     from whatif.history import demo_history_record
     from whatif.recording import record_window
-    from whatif.replay.compare import run_once, what_if
     from whatif.replay.apply import baseline
+    from whatif.replay.compare import run_once, what_if
 
     end = START + timedelta(days=args.days)
     recorded = 0.0

@@ -143,7 +143,12 @@ def validate_change(raw: Any, where: str, names: Names) -> dict[str, Any]:
     if kind == "rebalance":
         src, dst = _name(raw, "from", where, q), _name(raw, "to", where, q)
         _siblings(src, dst, where, names)
-        out = {"kind": kind, "from": src, "to": dst, "gpus": _gpus(raw, "gpus", where, positive=True)}
+        out = {
+            "kind": kind,
+            "from": src,
+            "to": dst,
+            "gpus": _gpus(raw, "gpus", where, positive=True),
+        }
         if raw.get("pool") is not None:
             out["pool"] = _name(raw, "pool", where, names.pools)
         return out
@@ -210,7 +215,9 @@ def _calendar(rule: Any, where: str, names: Names) -> dict[str, Any]:
         )
         out |= {"quota": inner["from"], "to": inner["to"], "gpus": inner["gpus"]}
     elif action == "scale":
-        inner = validate_change({"kind": "scale", **_pick(rule, "quota", "gpus", "pool")}, where, names)
+        inner = validate_change(
+            {"kind": "scale", **_pick(rule, "quota", "gpus", "pool")}, where, names
+        )
         out |= {"quota": inner["quota"], "gpus": inner["gpus"]}
     else:
         inner = validate_change({"kind": "lend_idle", **_pick(rule, "quota", "on")}, where, names)
@@ -299,7 +306,9 @@ def from_options(
     for text in nodes:
         pool, amount = _split(text, "=", "--nodes", "POOL=+N|-N")
         count = _cli_number(amount, "--nodes")
-        out.append({"kind": "nodes", "pool": pool, "add": int(count) if count.is_integer() else count})
+        out.append(
+            {"kind": "nodes", "pool": pool, "add": int(count) if count.is_integer() else count}
+        )
     return out
 
 
@@ -317,7 +326,8 @@ def describe(change: Mapping[str, Any]) -> str:
         return f"Over-quota weight of {change['quota']} to {change['weight']:g}"
     if kind == "nodes":
         n = change["add"]
-        return f"{'Add' if n > 0 else 'Remove'} {abs(n)} node{'s' if abs(n) != 1 else ''} in {change['pool']}"
+        nodes = "node" if abs(n) == 1 else "nodes"
+        return f"{'Add' if n > 0 else 'Remove'} {abs(n)} {nodes} in {change['pool']}"
     if kind == "scaling_rules":
         rules = ", ".join(f"{r['cron']} → {r['replicas']}" for r in change["rules"]) or "none"
         return f"Scaling rules of {change['service']}: {rules}"

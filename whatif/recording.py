@@ -27,7 +27,7 @@ TICK = 60.0  # the control loop's usage-sample interval (jobs.tasks.SCHEDULE)
 ENDED_BY_SOMEONE = (Status.CANCELLED, Status.STOPPED)
 NOTES = (
     "The quota tree and the nodes are taken as they are now, not as they were during the window.",
-    "Workloads submitted before the warm-up start are replayed from its start, with all their work.",
+    "Workloads submitted before the warm-up start are replayed from it, with all their work.",
     "Recorded faults strike at their recorded times, when the workload runs then.",
 )
 
@@ -135,7 +135,9 @@ def record_window(start: datetime, end: datetime, *, start_delay: float = 30.0) 
     )
 
 
-def _replicas_at(w: Workload, scaled: list[tuple[datetime, dict[str, object]]], at: datetime) -> int:
+def _replicas_at(
+    w: Workload, scaled: list[tuple[datetime, dict[str, object]]], at: datetime
+) -> int:
     """A service's target replicas at a time, from its scaling events."""
     before = [data for when, data in scaled if when <= at]
     if before:

@@ -135,9 +135,7 @@ def whatif_run(*, whatif_id: int) -> WhatIf | None:
         return None
     run = WhatIf.objects.get(pk=whatif_id)
     try:
-        rec = record_window(
-            run.window_start, run.window_end, start_delay=settings.SIM_START_DELAY
-        )
+        rec = record_window(run.window_start, run.window_end, start_delay=settings.SIM_START_DELAY)
         result = what_if(rec, run.changes, _progress(run.pk))
     except Exception as exc:
         # a refused change names itself; anything else still ends the run, and is logged

@@ -52,7 +52,9 @@ def quota_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             for label, key in METRICS
         ]
         moved = finishing.get(quota, {"later": 0, "earlier": 0})
-        metrics.append(("Jobs finishing later / earlier", "", f"{moved['later']} / {moved['earlier']}"))
+        metrics.append(
+            ("Jobs finishing later / earlier", "", f"{moved['later']} / {moved['earlier']}")
+        )
         rows.append({"quota": quota, "metrics": metrics})
     return rows
 

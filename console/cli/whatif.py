@@ -25,12 +25,13 @@ def _summary(run: dict[str, Any]) -> None:
     fid = result["fidelity"]
     click.echo(
         f"Fidelity: baseline {fid['replayed_pct']}% allocated against {fid['recorded_pct']}% "
-        f"recorded; worst quota {fid['max_diff_points']} points (tolerance {fid['tolerance_points']})."
+        f"recorded; worst quota {fid['max_diff_points']} points "
+        f"(tolerance {fid['tolerance_points']})."
     )
-    cluster = result["cluster"]
+    base, prop = result["cluster"]["baseline"], result["cluster"]["proposal"]
     click.echo(
-        f"Allocation {cluster['baseline']['allocation_pct']}% → {cluster['proposal']['allocation_pct']}%, "
-        f"idle {cluster['baseline']['idle_gpu_hours']} → {cluster['proposal']['idle_gpu_hours']} GPU-hours."
+        f"Allocation {base['allocation_pct']}% → {prop['allocation_pct']}%, "
+        f"idle {base['idle_gpu_hours']} → {prop['idle_gpu_hours']} GPU-hours."
     )
     rows = []
     for quota, runs in result["quotas"].items():
@@ -51,11 +52,15 @@ def _summary(run: dict[str, Any]) -> None:
 
 
 @click.command("what-if")
-@click.option("--window", type=click.Choice(["24h", "7d", "custom"]), default="7d", show_default=True)
+@click.option(
+    "--window", type=click.Choice(["24h", "7d", "custom"]), default="7d", show_default=True
+)
 @click.option("--start", help="Custom window start (ISO 8601, UTC).")
 @click.option("--end", help="Custom window end (ISO 8601, UTC).")
 @click.option("--scale", multiple=True, metavar="QUOTA=GPUS", help='e.g. "Quota 1.1=56".')
-@click.option("--rebalance", multiple=True, metavar="FROM>TO=GPUS", help='e.g. "Quota 1.2>Quota 1.1=8".')
+@click.option(
+    "--rebalance", multiple=True, metavar="FROM>TO=GPUS", help='e.g. "Quota 1.2>Quota 1.1=8".'
+)
 @click.option("--child-preemption", multiple=True, metavar="QUOTA=on|off")
 @click.option("--lend-idle", multiple=True, metavar="QUOTA=on|off")
 @click.option("--weight", multiple=True, metavar="QUOTA=WEIGHT")

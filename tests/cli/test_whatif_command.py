@@ -23,8 +23,17 @@ def no_dispatch(settings: Any) -> None:
 def test_admin_asks_for_a_what_if_with_short_forms(cli: Any, no_dispatch: None) -> None:
     login(cli, "admin")
     code, out, err = cli(
-        "what-if", "--window", "24h", "--scale", "Quota 1.1=40", "--scale", "Quota 1.2=80",
-        "--rebalance", "Quota 1.2>Quota 1.1=8", "--no-wait", "--json",
+        "what-if",
+        "--window",
+        "24h",
+        "--scale",
+        "Quota 1.1=40",
+        "--scale",
+        "Quota 1.2=80",
+        "--rebalance",
+        "Quota 1.2>Quota 1.1=8",
+        "--no-wait",
+        "--json",
     )
     assert code == 0, err
     body = json.loads(out)

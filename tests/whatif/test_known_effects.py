@@ -53,7 +53,9 @@ def _q(result: dict[str, Any], quota: str, run: str) -> dict[str, Any]:
 
 def test_rebalancing_8_gpus_to_quota_1_1_cuts_its_p95_wait() -> None:
     # Quota 1.1 gets six one-hour jobs at once that never borrow; Quota 1.2 runs one job.
-    jobs = [_job(f"b{i}", "Quota 1.1", 60) for i in range(6)] + [_job("c0", "Quota 1.2", 60, hours=0.5)]
+    jobs = [_job(f"b{i}", "Quota 1.1", 60) for i in range(6)] + [
+        _job("c0", "Quota 1.2", 60, hours=0.5)
+    ]
     rec = _recording(jobs)
     change = [{"kind": "rebalance", "from": "Quota 1.2", "to": "Quota 1.1", "gpus": 8}]
     result = what_if(rec, change)

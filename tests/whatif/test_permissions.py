@@ -57,7 +57,12 @@ def test_members_get_404_on_every_what_if_page(
     client = login(request.getfixturevalue(member))
     for url in _pages(run):
         assert client.get(url).status_code == 404, url
-    assert client.post(reverse("whatif:new"), {"window": "24h", "changes": json.dumps(CHANGES)}).status_code == 404
+    assert (
+        client.post(
+            reverse("whatif:new"), {"window": "24h", "changes": json.dumps(CHANGES)}
+        ).status_code
+        == 404
+    )
     assert not WhatIf.objects.exclude(pk=run.pk).exists()
 
 
@@ -70,7 +75,9 @@ def test_anonymous_is_sent_to_login(login: Any, run: WhatIf) -> None:
 
 
 @pytest.mark.django_db
-def test_admin_posts_a_what_if_and_polls_it(admin: Any, no_dispatch: None, django_capture_on_commit_callbacks: Any) -> None:
+def test_admin_posts_a_what_if_and_polls_it(
+    admin: Any, no_dispatch: None, django_capture_on_commit_callbacks: Any
+) -> None:
     api = APIClient()
     api.force_authenticate(admin)
     with django_capture_on_commit_callbacks(execute=True):

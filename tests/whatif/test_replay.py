@@ -26,9 +26,13 @@ def test_baseline_replay_matches_the_recorded_allocation_per_quota(recorded: Rec
     # the 08:00 scale-up got its replicas within one cycle, by child-level preemption
     assert result["cluster"]["baseline"]["scale_ups"] == 1
     assert result["cluster"]["baseline"]["scale_ups_ready_in_one_cycle"] == 1
-    assert sum(
-        q["baseline"]["preemptions"].get("child_preemption", 0) for q in result["quotas"].values()
-    ) >= 1
+    assert (
+        sum(
+            q["baseline"]["preemptions"].get("child_preemption", 0)
+            for q in result["quotas"].values()
+        )
+        >= 1
+    )
 
 
 def test_the_same_window_and_change_give_the_same_result_twice(recorded: Recording) -> None:

@@ -16,7 +16,9 @@ class WhatIfCreateSerializer(serializers.Serializer[Any]):
     window = serializers.ChoiceField(choices=Window.choices, default=Window.WEEK)
     start = serializers.DateTimeField(required=False, allow_null=True, default=None)
     end = serializers.DateTimeField(required=False, allow_null=True, default=None)
-    changes = serializers.JSONField(help_text="A list of changes, each with a kind (whatif.changes).")
+    changes = serializers.JSONField(
+        help_text="A list of changes, each with a kind (whatif.changes)."
+    )
 
 
 class WhatIfSerializer(serializers.ModelSerializer[WhatIf]):

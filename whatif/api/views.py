@@ -30,7 +30,9 @@ class WhatIfViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterVie
         """The list without results; one replay with its result."""
         if not self.access.platform_admin:
             return WhatIf.objects.none()
-        return whatif_list() if self.action == "list" else WhatIf.objects.select_related("created_by")
+        return (
+            whatif_list() if self.action == "list" else WhatIf.objects.select_related("created_by")
+        )
 
     def get_serializer_class(self) -> type[BaseSerializer[Any]]:
         """The list leaves the results out."""

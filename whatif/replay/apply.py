@@ -105,7 +105,9 @@ def apply_nodes(nodes: tuple[core.Node, ...], pool: str, add: int) -> tuple[core
     return nodes + new
 
 
-def firings(cron: str, tz: str, start: float, end: float, excludes: Sequence[str] = ()) -> list[float]:
+def firings(
+    cron: str, tz: str, start: float, end: float, excludes: Sequence[str] = ()
+) -> list[float]:
     """Firing times of a cron rule in its time zone within (start, end], minus exclude-dates."""
     from zoneinfo import ZoneInfo
 
@@ -115,7 +117,7 @@ def firings(cron: str, tz: str, start: float, end: float, excludes: Sequence[str
     skip = {date.fromisoformat(d) for d in excludes}
     zone = ZoneInfo(tz)
     at = datetime.fromtimestamp(start, UTC)
-    out = []
+    out: list[float] = []
     while True:
         nxt = expr.next_after(at, tz)
         if nxt is None or nxt.timestamp() > end:
@@ -150,7 +152,9 @@ def setup(rec: Recording, changes: Sequence[Mapping[str, object]]) -> Setup:
                 assert isinstance(rule, dict)
                 inner = {**rule, "kind": rule["action"], "from": rule.get("quota")}
                 label = describe(change)
-                for at in firings(rule["cron"], rule["timezone"], rec.warm_start, rec.end, rule["exclude_dates"]):
+                for at in firings(
+                    rule["cron"], rule["timezone"], rec.warm_start, rec.end, rule["exclude_dates"]
+                ):
                     timed.append(ConfigChange(at, label, inner))
         except ValueError as exc:
             raise ValueError(f"changes[{i}] ({describe(change)}): {exc}") from None

@@ -53,7 +53,11 @@ def what_if(
     prop = run_once(rec, proposed, part(0.5), skip_quiet=skip_quiet)
     quotas = [q.name for q in rec.quotas]
     return {
-        "window": {"start": _iso(rec.start), "end": _iso(rec.end), "hours": round((rec.end - rec.start) / HOUR, 2)},
+        "window": {
+            "start": _iso(rec.start),
+            "end": _iso(rec.end),
+            "hours": round((rec.end - rec.start) / HOUR, 2),
+        },
         "quotas": {q: {"baseline": _quota(base, q), "proposal": _quota(prop, q)} for q in quotas},
         "finishing": _finishing(base, prop, rec.tick),
         "cluster": {"baseline": _cluster(base), "proposal": _cluster(prop)},
@@ -147,7 +151,7 @@ def _finishing(base: Outcome, prop: Outcome, tick: float) -> dict[str, dict[str,
 
 def affected(base: Outcome, prop: Outcome) -> list[dict[str, Any]]:
     """The workloads whose wait or finish moved most, largest change first."""
-    rows = []
+    rows: list[tuple[float, float, dict[str, Any]]] = []
     for name, b in base.workloads.items():
         p = prop.workloads.get(name)
         if p is None:
@@ -164,24 +168,25 @@ def affected(base: Outcome, prop: Outcome) -> list[dict[str, Any]]:
         wait_delta = (wait_p or 0.0) - (wait_b or 0.0)
         if delta == 0 and wait_delta == 0 and b[4] == p[4]:
             continue
+        key = abs(delta) if abs(delta) != float("inf") else 1e18
         rows.append(
-            {
-                "workload": name,
-                "quota": b[0],
-                "wait_baseline_min": _minutes(wait_b),
-                "wait_proposal_min": _minutes(wait_p),
-                "finish_delta_min": None if abs(delta) == float("inf") else _minutes(delta),
-                "finish": "later" if delta > 0 else "earlier" if delta < 0 else "same",
-                "status_baseline": b[4],
-                "status_proposal": p[4],
-                "_key": abs(delta) if abs(delta) != float("inf") else 1e18,
-                "_wait": abs(wait_delta),
-            }
+            (
+                key,
+                abs(wait_delta),
+                {
+                    "workload": name,
+                    "quota": b[0],
+                    "wait_baseline_min": _minutes(wait_b),
+                    "wait_proposal_min": _minutes(wait_p),
+                    "finish_delta_min": None if abs(delta) == float("inf") else _minutes(delta),
+                    "finish": "later" if delta > 0 else "earlier" if delta < 0 else "same",
+                    "status_baseline": b[4],
+                    "status_proposal": p[4],
+                },
+            )
         )
-    rows.sort(key=lambda r: (-r["_key"], -r["_wait"], r["workload"]))
-    for r in rows:
-        del r["_key"], r["_wait"]
-    return rows[:AFFECTED_ROWS]
+    rows.sort(key=lambda r: (-r[0], -r[1], r[2]["workload"]))
+    return [row for _, _, row in rows[:AFFECTED_ROWS]]
 
 
 def fidelity(rec: Recording, base: Outcome) -> dict[str, Any]:

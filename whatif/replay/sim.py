@@ -277,9 +277,10 @@ class Replay:
     def _limits(self, t: float) -> None:
         for job in list(self.active.values()):
             run = job.a.run_seconds
-            if job.status == "running" and run is not None and job.started_at is not None:
-                if t - job.started_at >= run - 1e-6:
-                    self._end(job, t, "Stopped")
+            started = job.started_at
+            over = run is not None and started is not None and t - started >= run - 1e-6
+            if job.status == "running" and over:
+                self._end(job, t, "Stopped")
 
     def _scale_down(self) -> None:
         for name, target in self.targets.items():
@@ -323,7 +324,9 @@ class Replay:
     def _cycle(self, t: float) -> None:
         if self.skip_quiet and not self.dirty and not self.watch:
             return
-        snap = core.Snapshot(t, self.nodes, self.quotas, self._core_workloads(), self.rec.idle_scope)
+        snap = core.Snapshot(
+            t, self.nodes, self.quotas, self._core_workloads(), self.rec.idle_scope
+        )
         result = run_cycle(snap)
         self.out.cycles += 1
         changed = False
