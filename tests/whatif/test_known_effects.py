@@ -94,3 +94,37 @@ def test_changes_that_break_the_tree_together_are_refused() -> None:
         assert "the changes together" in str(exc) and "Quota 1" in str(exc)
     else:
         raise AssertionError("a child above its parent's min was replayed")
+
+
+def _calendar(excludes: list[str]) -> list[dict[str, Any]]:
+    rule = {
+        "cron": "0 2 * * *",
+        "timezone": "UTC",
+        "exclude_dates": excludes,
+        "action": "rebalance",
+        "quota": "Quota 1.2",
+        "to": "Quota 1.1",
+        "gpus": 8,
+    }
+    return [{"kind": "calendar", "rule": rule}]
+
+
+def test_a_calendar_entry_fires_its_action_at_its_cron_time_unless_the_date_is_excluded() -> None:
+    # from 02:00 Quota 1.1 may run two jobs at once; before it, one
+    jobs = [_job(f"b{i}", "Quota 1.1", 60, hours=1.5) for i in range(6)]
+    rec = _recording(jobs, hours=12)
+    fired = what_if(rec, _calendar([]))
+    base, prop = _q(fired, "Quota 1.1", "baseline"), _q(fired, "Quota 1.1", "proposal")
+    assert prop["wait_p95_min"] < base["wait_p95_min"]
+    assert fired["refused_firings"] == []
+    # 1970-01-01 is the replayed day (the recording starts at 0): excluded, nothing fires
+    skipped = what_if(rec, _calendar(["1970-01-01"]))
+    assert _q(skipped, "Quota 1.1", "proposal") == _q(skipped, "Quota 1.1", "baseline")
+
+
+def test_a_calendar_firing_that_would_overdraw_is_refused_and_listed() -> None:
+    rec = _recording([_job("b0", "Quota 1.1", 60)], hours=40)
+    # every day at 02:00 move 8 more: the second firing finds Quota 1.2 empty
+    result = what_if(rec, _calendar([]))
+    assert len(result["refused_firings"]) == 1
+    assert "Quota 1.2 guarantees 0 GPUs" in result["refused_firings"][0]
