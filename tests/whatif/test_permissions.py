@@ -118,3 +118,24 @@ def test_members_cannot_post_or_see_what_ifs_in_the_api(alice: Any, run: WhatIf)
     anonymous = APIClient()
     assert anonymous.get(f"/api/v1/what-if/{run.pk}/").status_code in (401, 403)
     assert WhatIf.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_list_page_and_api_list_make_a_constant_number_of_queries(
+    admin: Any, login: Any, django_assert_max_num_queries: Any
+) -> None:
+    for _ in range(6):
+        WhatIf.objects.create(
+            created_by=admin,
+            created_at=clock.now(),
+            window_start=clock.now(),
+            window_end=clock.now(),
+            changes=CHANGES,
+        )
+    client = login(admin)
+    api = APIClient()
+    api.force_authenticate(admin)
+    with django_assert_max_num_queries(8):
+        assert client.get(reverse("whatif:list")).status_code == 200
+    with django_assert_max_num_queries(8):
+        assert len(api.get("/api/v1/what-if/").json()["results"]) == 6
