@@ -5,7 +5,7 @@ SQLite database, or reuses `--db` if it already holds a recording, then replays 
 as configured and with `--changes` (the what-if JSON list), and prints the wall time of the
 replay (both runs), of each run, and the baseline's fidelity against the recorded samples.
 
-    python bench/what_if.py --days 7 [--db /tmp/whatif7.sqlite3] [--no-skip]
+    python bench/what_if.py --days 7 [--db /tmp/whatif7.sqlite3] [--skip-quiet]
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=7)
     parser.add_argument("--db", default="")
     parser.add_argument("--changes", default=DEFAULT_CHANGES)
-    parser.add_argument("--no-skip", action="store_true", help="run every cycle, quiet or not")
+    parser.add_argument(
+        "--skip-quiet", action="store_true", help="skip cycles whose inputs did not change"
+    )
     args = parser.parse_args()
     db = args.db or str(Path(os.environ.get("TMPDIR", "/tmp")) / f"whatif-{args.days:g}d.sqlite3")
     setup(db)
@@ -53,7 +55,7 @@ def main() -> None:
     rec = record_window(START, end)
     read = time.perf_counter() - t0
     changes = validate_changes(args.changes)
-    skip = not args.no_skip
+    skip = args.skip_quiet
     t0 = time.perf_counter()
     result = what_if(rec, changes, skip_quiet=skip)
     wall = time.perf_counter() - t0
