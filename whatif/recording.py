@@ -1,10 +1,11 @@
 """Read a past window from the database into a Recording (the replay's only ORM reader).
 
-What is approximated, and said on the result page (Recording.notes): the quota tree and the
-nodes are read as they are now (the tree's history is kept only as audit records, which this
-does not undo); workloads submitted before the warm-up start are replayed as if submitted at
-it with all their work still to do; faults strike at their recorded times, when the workload
-runs then.
+The quota tree at the warm-up start is today's with the audit log's later changes undone, and
+those changes (scale, rebalance, settings, toggles) replay at their times. What is
+approximated, and said on the result page (Recording.notes): nodes are read as they are now;
+quotas created or deleted during the window are not undone; workloads submitted before the
+warm-up start are replayed as if submitted at it with all their work still to do; faults
+strike at their recorded times, when the workload runs then.
 """
 
 from __future__ import annotations
@@ -19,14 +20,20 @@ from jobs.bridge.snapshot import build, core_name
 from jobs.choices import EventKind, Kind, Status
 from jobs.models import UsageSample, Workload, WorkloadEvent
 from jobs.scheduling import types as core
+from quotas.choices import AuditAction
+from quotas.models import QuotaAudit
 
-from .replay.types import Arrival, Fault, Recording, Scaling
+from .replay.apply import apply_tree
+from .replay.types import Arrival, ConfigChange, Fault, Recording, Scaling
+
+TREE_ACTIONS = (AuditAction.SCALE, AuditAction.REBALANCE, AuditAction.TOGGLE, AuditAction.UPDATE)
 
 WARMUP = timedelta(hours=6)
 TICK = 60.0  # the control loop's usage-sample interval (jobs.tasks.SCHEDULE)
 ENDED_BY_SOMEONE = (Status.CANCELLED, Status.STOPPED)
 NOTES = (
-    "The quota tree and the nodes are taken as they are now, not as they were during the window.",
+    "Quota changes replay from the audit log; quotas created or deleted since are not undone.",
+    "The nodes are taken as they are now, not as they were during the window.",
     "Workloads submitted before the warm-up start are replayed from it, with all their work.",
     "Recorded faults strike at their recorded times, when the workload runs then.",
 )
@@ -108,6 +115,7 @@ def record_window(start: datetime, end: datetime, *, start_delay: float = 30.0) 
                     by_rule = str(data.get("reason", "")).startswith("rule")
                     scalings.append(Scaling(at.timestamp(), name, int(str(data["after"])), by_rule))
     reading = build(start)
+    quotas, history = _tree_history(reading.snapshot, warm, end)
     samples = UsageSample.objects.filter(at__gt=start, at__lte=end)
     totals: dict[str, float] = defaultdict(float)
     ticks = set()
@@ -122,8 +130,9 @@ def record_window(start: datetime, end: datetime, *, start_delay: float = 30.0) 
         end=end.timestamp(),
         warm_start=warm.timestamp(),
         nodes=reading.snapshot.nodes,
-        quotas=reading.snapshot.quotas,
+        quotas=quotas,
         arrivals=tuple(arrivals),
+        history=history,
         scalings=tuple(scalings),
         initial_replicas=initial,
         idle_scope=reading.snapshot.idle_scope,
@@ -145,3 +154,40 @@ def _replicas_at(
     if scaled:
         return int(str(scaled[0][1]["before"]))
     return w.replicas
+
+
+def _states(
+    before: object, after: object
+) -> dict[str, tuple[dict[str, object], dict[str, object]]]:
+    """quota name → (state before, state after) of one audit record (a rebalance names two)."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return {}
+    if "name" in after:
+        return {str(after["name"]): (before, after)}
+    return {str(k): (before.get(k) or {}, v) for k, v in after.items() if isinstance(v, dict)}
+
+
+def _tree_history(
+    snap: core.Snapshot, warm: datetime, end: datetime
+) -> tuple[tuple[core.Quota, ...], tuple[ConfigChange, ...]]:
+    """The tree at the warm-up start (today's, later audited changes undone), and those changes."""
+    records = QuotaAudit.objects.filter(at__gt=warm, action__in=TREE_ACTIONS).order_by("at", "pk")
+    rows = list(records.values_list("at", "action", "before", "after"))
+    names = {q.name for q in snap.quotas}
+    quotas = snap.quotas
+    for _, _, before, after in reversed(rows):
+        for name, (old, _new) in _states(before, after).items():
+            if name in names and old:
+                quotas = apply_tree(quotas, _state(name, old), snap.nodes, check=False)
+    history = tuple(
+        ConfigChange(at.timestamp(), f"recorded {action} of {name}", _state(name, new))
+        for at, action, before, after in rows
+        if at <= end
+        for name, (_old, new) in _states(before, after).items()
+        if name in names
+    )
+    return quotas, history
+
+
+def _state(name: str, state: dict[str, object]) -> dict[str, object]:
+    return {"kind": "state", "quota": name, "state": state}

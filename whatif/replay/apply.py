@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
+from typing import Any
 
 from jobs.scheduling import types as core
 from jobs.scheduling.snapshot import State
@@ -13,6 +14,7 @@ from ..changes import describe
 from .types import ConfigChange, Recording, Scaling
 
 TREE_KINDS = ("scale", "rebalance", "child_preemption", "lend_idle", "weight")
+UNLIMITED = 10**15  # an unset max, as jobs.bridge.snapshot gives it to the core
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,41 @@ def apply_tree(
     elif kind == "weight":
         q = by[str(change["quota"])]
         by[q.name] = replace(q, weight=float(str(change["weight"])))
+    elif kind == "state":  # a recorded change of the tree (quota audit), as absolute values
+        q = by[str(change["quota"])]
+        state = change["state"]
+        assert isinstance(state, Mapping)
+        by[q.name] = quota_from_state(q, state)
     out = tuple(by[q.name] for q in quotas)
     if check:
         check_tree(out, nodes)
     return out
+
+
+def _amounts(values: Mapping[str, object], unset: int) -> core.Resources:
+    def one(key: str) -> int:
+        v = values.get(key)
+        return unset if v is None else int(str(v))
+
+    return core.Resources(one("gpu"), one("cpu"), one("memory"))
+
+
+def quota_from_state(q: core.Quota, state: Mapping[str, Any]) -> core.Quota:
+    """A quota as an audit record's state describes it (quotas.services.quota_state)."""
+    resources: Mapping[str, Mapping[str, Mapping[str, object]]] = state.get("resources", {})
+    maxes = {p: r.get("max") or {} for p, r in resources.items()}
+    has_max = any(v is not None for m in maxes.values() for v in m.values())
+    weight = state.get("over_quota_weight")
+    return replace(
+        q,
+        min={p: _amounts(r.get("min") or {}, 0) for p, r in resources.items()},
+        max={p: _amounts(m, UNLIMITED) for p, m in maxes.items()} if has_max else None,
+        child_preemption=bool(state.get("child_preemption", q.child_preemption)),
+        lend_idle=bool(state.get("lend_idle", q.lend_idle)),
+        weight=None if weight is None else float(weight),
+        queue=str(state.get("queue_strategy", q.queue)),
+        pools=tuple(state.get("allowed_node_pools", q.pools)),
+    )
 
 
 def check_tree(quotas: tuple[core.Quota, ...], nodes: tuple[core.Node, ...]) -> None:
@@ -130,7 +163,7 @@ def firings(
 def setup(rec: Recording, changes: Sequence[Mapping[str, object]]) -> Setup:
     """The configuration with every change applied; ValueError names the change refused."""
     nodes, quotas, scalings = rec.nodes, rec.quotas, list(rec.scalings)
-    timed: list[ConfigChange] = []
+    timed: list[ConfigChange] = list(rec.history)
     for i, change in enumerate(changes):
         kind = change["kind"]
         try:
@@ -166,5 +199,5 @@ def setup(rec: Recording, changes: Sequence[Mapping[str, object]]) -> Setup:
 
 
 def baseline(rec: Recording) -> Setup:
-    """The configuration as recorded."""
-    return Setup(rec.nodes, rec.quotas, rec.scalings, ())
+    """The configuration as recorded, the tree's recorded changes included."""
+    return Setup(rec.nodes, rec.quotas, rec.scalings, rec.history)

@@ -74,6 +74,8 @@ class Recording:
     arrivals: tuple[Arrival, ...]
     scalings: tuple[Scaling, ...] = ()
     initial_replicas: Mapping[str, int] = field(default_factory=dict)
+    # the tree's recorded changes during the replay (scale, rebalance, toggles), in time order
+    history: tuple[ConfigChange, ...] = ()
     idle_scope: str = "tree"
     tick: float = 60.0
     start_delay: float = 30.0
