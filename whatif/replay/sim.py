@@ -20,7 +20,7 @@ from .types import Arrival, ConfigChange, Recording, Scaling
 
 # Off: every tick runs a cycle, as the control loop does. On: a tick whose inputs to the core
 # did not change since a cycle that decided nothing skips its cycle. Measured on the 7-day demo
-# window (bench/what_if.py --skip-quiet): both runs 34.4 s → 10.5 s, but the result is not
+# window (bench/what_if.py --skip-quiet): both runs 16.8 s → 3.3 s, but the result is not
 # exactly the same (fidelity 0.04 → 0.11 points; a cycle now and then still decides something
 # with unchanged inputs), so the exact path is the default.
 SKIP_QUIET_CYCLES = False
