@@ -18,6 +18,7 @@ from dashboard.api import views as dashboard
 from jobs.api import views as jobs
 from jobs.reports.views import report_view
 from quotas.api import views as quotas
+from whatif.api import views as whatif
 from workspaces.api import views as workspaces
 
 
@@ -60,6 +61,7 @@ router.register(
 )
 router.register("instances", jobs.InstanceViewSet, basename="instance")
 router.register("usage", jobs.UsageViewSet, basename="usage")
+router.register("what-if", whatif.WhatIfViewSet, basename="what-if")
 
 urlpatterns = [
     path("auth/token/", extend_schema(tags=["auth"])(TokenView).as_view(), name="api-token"),

@@ -12,6 +12,7 @@ from console.metrics_view import metrics_view
 from dashboard import urls as dashboard_urls
 from jobs.views.all_jobs import AllJobsView
 from quotas import urls as quotas_urls
+from whatif import urls as whatif_urls
 from workspaces import urls as workspaces_urls
 
 urlpatterns = [
@@ -34,6 +35,7 @@ urlpatterns = [
     path("workspaces/<slug:workspace>/", include("jobs.urls")),
     path("jobs/", AllJobsView.as_view(), name="all_jobs"),
     path("dashboard/", include("dashboard.urls")),
+    path("what-if/", include((whatif_urls.urlpatterns, "whatif"))),
     path("api/v1/", include("console.api_urls")),
     path("django-admin/", admin.site.urls),
     # Answered by console.health.ProbeMiddleware first; named here for reverse() and routes.

@@ -8,6 +8,7 @@
     tidepool instance start | ls | show | stop | open | logs
     tidepool calendar list | add | delete
     tidepool explain SCENARIO
+    tidepool what-if --window 7d --scale "Quota 1.1=56" --rebalance "Quota 1.2>Quota 1.1=8"
     tidepool completion bash|zsh
 
 Tables for people; ``--json`` or ``-o json|yaml`` print the API's body for scripts. An error
@@ -30,6 +31,7 @@ from console.cli.instances import instance
 from console.cli.jobs import job
 from console.cli.quotas import quota
 from console.cli.services import service
+from console.cli.whatif import what_if
 from console.cli.workspaces import workspace
 
 __all__ = ["CLIError", "cli", "main"]
@@ -68,7 +70,7 @@ def completion(shell: str) -> None:
     click.echo(complete(cli, {}, "tidepool", COMPLETE_VAR).source())
 
 
-for group in (quota, workspace, job, service, instance, explain, calendar):
+for group in (quota, workspace, job, service, instance, explain, calendar, what_if):
     cli.add_command(group)
 
 

@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "workspaces",
     "jobs",
     "dashboard",
+    "whatif",
     "console",
 ]
 

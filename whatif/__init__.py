@@ -1,0 +1,1 @@
+"""What if: replay a past window under proposed quota, node and scaling changes."""
