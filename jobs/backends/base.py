@@ -22,6 +22,9 @@ class PodReport:
     # The cluster will never run this replica as asked (no image, an inexpressible request):
     # restarting cannot help, so the workload fails at once.
     refused: bool = False
+    # Ended from outside (a drain, a kube-scheduler preemption, a kubelet shutdown, PodGC, a
+    # pod stuck terminating): not the application's failure, so no failure is charged.
+    disrupted: bool = False
 
 
 class Backend(Protocol):

@@ -104,3 +104,35 @@ def _failure(status: dict[str, Any], term: dict[str, Any] | None) -> str:
         return f"{why} (exit code {code}){detail}"
     # Refused by the kubelet before any container ran (e.g. OutOfnvidia.com/gpu).
     return f"{pod_reason or 'Failed'}: {message}" if message else pod_reason or "Failed"
+
+
+# DisruptionTarget reasons: the pod was ended from outside (a drain, a preemption by
+# kube-scheduler, the kubelet's node shutdown, PodGC of a deleted node, the taint manager),
+# not by its application.
+DISRUPTIONS = frozenset(
+    {
+        "EvictionByEvictionAPI",
+        "PreemptionByScheduler",
+        "PreemptionByKubeScheduler",
+        "TerminationByKubelet",
+        "DeletionByPodGC",
+        "DeletionByTaintManager",
+    }
+)
+
+
+def disruption(obj: dict[str, Any]) -> str:
+    """Why the pod was disrupted ("" if it was not), from its DisruptionTarget condition."""
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        target = c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        if target and c.get("reason") in DISRUPTIONS:
+            return clip(f"{c['reason']}: {c.get('message') or 'disrupted'}")
+    return ""
+
+
+def stuck(obj: dict[str, Any]) -> str:
+    """The waiting reason of a container that cannot start by itself ("" if none)."""
+    for waiting in _container_states(obj.get("status") or {}, "waiting"):
+        if waiting.get("reason") in STUCK:
+            return str(waiting["reason"])
+    return ""
