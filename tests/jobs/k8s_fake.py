@@ -76,6 +76,8 @@ class Fault:
     reason: str = ""
     message: str = ""
     delay: float = 0.0  # with code 0: do the request, then answer this many seconds late
+    query_part: str = ""  # matched against the raw query string too
+    compact: bool = False  # with code 0: compact the history first (continue tokens expire)
 
 
 @dataclass
@@ -327,6 +329,7 @@ class FakeCluster:
     def compact(self) -> None:
         """Forget the watch history: older resourceVersions and continue tokens answer 410."""
         with self.lock:
+            self.version += 1  # etcd compacts at a revision past every older one
             self.compacted = self.version
             self.history.clear()
 
@@ -416,9 +419,10 @@ class FakeCluster:
             if key in self.pods:
                 self._record("DELETED", self.pods.pop(key))
 
-    def _fault(self, method: str, path: str) -> Fault | None:
+    def _fault(self, method: str, path: str, query: str = "") -> Fault | None:
         for fault in self.faults:
-            if fault.method == method and fault.path_part in path and fault.times > 0:
+            hit = fault.path_part in path and fault.query_part in query
+            if fault.method == method and hit and fault.times > 0:
                 fault.times -= 1
                 return fault
         return None
@@ -630,7 +634,9 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
             authorization = self.headers.get("Authorization", "")
             cluster.requests.append(Seen(self.command, parsed.path, query, body, authorization))
             with cluster.lock:
-                fault = cluster._fault(self.command, parsed.path)
+                fault = cluster._fault(self.command, parsed.path, parsed.query)
+            if fault is not None and fault.compact:
+                cluster.compact()
             if fault is not None and fault.code:
                 message = fault.message or f"injected {fault.code}"
                 self._answer(fault.code, _status(fault.code, fault.reason, message), fault.headers)

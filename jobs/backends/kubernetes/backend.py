@@ -209,6 +209,10 @@ class KubernetesBackend:
         seen = actual.seen
         if actual.disrupted and not seen.node_lost and seen.phase == PodStatus.FAILED:
             return PodReport(pod.pk, PodStatus.FAILED, reason=actual.disrupted, disrupted=True)
+        if actual.stuck and not actual.finished:
+            if self._overdue(f"stuck/{actual.name}", now, self.kube.image_pull_grace_seconds):
+                return PodReport(pod.pk, PodStatus.FAILED, reason=seen.reason)
+            return None  # within its grace: still Pending
         late = self._deadline(pod, actual, now)
         if late is not None:
             return late
@@ -231,10 +235,6 @@ class KubernetesBackend:
                 why = f"Stuck terminating for over {self.kube.terminating_seconds:.0f} s"
                 return PodReport(pod.pk, PodStatus.FAILED, reason=why, disrupted=True)
             return None
-        if actual.stuck:
-            if self._overdue(f"stuck/{actual.name}", now, self.kube.image_pull_grace_seconds):
-                return PodReport(pod.pk, PodStatus.FAILED, reason=actual.seen.reason)
-            return None  # within its grace: still Pending
         waited = now - pod.created_at >= timedelta(seconds=self.kube.pending_seconds)
         if actual.phase == "Pending" and pod.status == PodStatus.PENDING and waited:
             why = f"Not started within {self.kube.pending_seconds:.0f} s of its creation"
