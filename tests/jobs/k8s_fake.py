@@ -20,6 +20,7 @@ strictly as the real server:
 from __future__ import annotations
 
 import base64
+import bisect
 import contextlib
 import copy
 import json
@@ -225,6 +226,7 @@ class FakeCluster:
     lock: threading.Condition = field(default_factory=threading.Condition)
     closed: bool = False
     url: str = ""
+    _order: tuple[list[tuple[str, str]], list[str]] | None = None
 
     # What tests do to the cluster.
 
@@ -363,6 +365,17 @@ class FakeCluster:
             self.history.append((self.version, kind, json.loads(json.dumps(obj))))
             self.lock.notify_all()
 
+    def _pop(self, key: tuple[str, str]) -> dict[str, Any]:
+        self._order = None
+        return self.pods.pop(key)
+
+    def _sorted(self) -> tuple[list[tuple[str, str]], list[str]]:
+        """The pods' keys in the order the real server (etcd) lists them: namespace/name."""
+        if self._order is None:
+            ordered = sorted(self.pods, key="/".join)
+            self._order = (ordered, ["/".join(k) for k in ordered])
+        return self._order
+
     def _create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         body.update(kind="Pod", apiVersion="v1")
         meta = body["metadata"]
@@ -370,6 +383,8 @@ class FakeCluster:
         meta["creationTimestamp"] = "2026-12-01T06:00:00Z"
         body.setdefault("spec", {})
         body.setdefault("status", {"phase": "Pending"})
+        if (namespace, meta["name"]) not in self.pods:
+            self._order = None
         self.pods[namespace, meta["name"]] = body
         self._record("ADDED", body)
         return body
@@ -397,7 +412,7 @@ class FakeCluster:
     def _force_delete(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         if not meta.get("finalizers"):
-            self._record("DELETED", self.pods.pop((meta["namespace"], meta["name"])))
+            self._record("DELETED", self._pop((meta["namespace"], meta["name"])))
             return
         meta.setdefault("deletionTimestamp", NOW)
         meta["deletionGracePeriodSeconds"] = 0
@@ -417,7 +432,7 @@ class FakeCluster:
         ):
             key = (meta["namespace"], meta["name"])
             if key in self.pods:
-                self._record("DELETED", self.pods.pop(key))
+                self._record("DELETED", self._pop(key))
 
     def _fault(self, method: str, path: str, query: str = "") -> Fault | None:
         for fault in self.faults:
@@ -511,9 +526,14 @@ class FakeCluster:
             return 410, _status(
                 410, "Expired", f"too old resource version: {asked} ({self.compacted})"
             )
-        keys = sorted(
-            k for k, p in self.pods.items() if _matches(p, selector) and "/".join(k) > start
-        )
+        ordered, joined = self._sorted()
+        first = bisect.bisect_right(joined, start) if start else 0
+        keys = []
+        for k in ordered[first:]:
+            if _matches(self.pods[k], selector):
+                keys.append(k)
+                if limit and len(keys) > limit:
+                    break
         page = keys[:limit] if limit else keys
         meta: dict[str, Any] = {"resourceVersion": str(version)}
         if limit and len(keys) > limit:
