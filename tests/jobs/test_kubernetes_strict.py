@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from kubernetes import client
 
 from console.clock import ManualClock
 from jobs.backends import set_backend
@@ -463,3 +464,55 @@ def test_sync_reports_each_event_once_across_two_backends(
     finally:
         other.close()
         set_backend(None)
+
+
+def test_a_node_not_ready_past_its_timeout_counts_as_lost(
+    loop: Callable[..., None],
+    train: Callable[..., Workload],
+    cluster: FakeCluster,
+    k8s: KubernetesBackend,
+) -> None:
+    job = _job_running(loop, train, cluster)
+    (pod,) = job.pods.select_related("node")
+    cluster.add_node(pod.node.name, labels={"tidepool.io/node-pool": "A100-80G"}, ready=False)
+    loop(60)  # the node sync sees it NotReady; the pod still reports Running
+    job.refresh_from_db()
+    assert job.status == Status.RUNNING
+    loop(k8s.kube.not_ready_seconds)
+    job.refresh_from_db()
+    assert job.status == Status.REQUEUED and "not ready for 300 s" in job.status_reason
+
+
+def test_a_pod_that_never_starts_fails_after_the_pending_deadline(
+    loop: Callable[..., None],
+    train: Callable[..., Workload],
+    cluster: FakeCluster,
+    k8s: KubernetesBackend,
+) -> None:
+    job = train(replicas=1, fault_tolerance=False)
+    loop()
+    loop(k8s.kube.pending_seconds - 10)
+    job.refresh_from_db()
+    assert job.status == Status.RUNNING
+    loop(10)
+    job.refresh_from_db()
+    assert job.status == Status.FAILED and "Not started within 900 s" in job.status_reason
+
+
+def test_the_eviction_subresource_marks_and_deletes_the_pod(
+    server: FakeApiServer, cluster: FakeCluster
+) -> None:
+    cluster.put_pod(_owned("x", 1, 0))
+    core = client.CoreV1Api(client.ApiClient(_configuration(cluster)))
+    body = client.V1Eviction(metadata=client.V1ObjectMeta(name="tp-1-0-0", namespace=NAMESPACE))
+    core.create_namespaced_pod_eviction("tp-1-0-0", NAMESPACE, body)
+    pod = cluster.pod(NAMESPACE, "tp-1-0-0")
+    (condition,) = pod["status"]["conditions"]
+    assert (condition["type"], condition["reason"]) == ("DisruptionTarget", "EvictionByEvictionAPI")
+    assert pod["metadata"]["deletionTimestamp"]
+
+
+def _configuration(cluster: FakeCluster) -> client.Configuration:
+    configuration = client.Configuration()
+    configuration.host = cluster.url
+    return configuration

@@ -82,6 +82,7 @@ class KubernetesBackend:
         self._held: dict[Key, tuple[str, datetime]] = {}
         self._since: dict[str, datetime] = {}  # first seen stuck/terminating/not ready, by name
         self._nodes: dict[str, ClusterNode] | None = None  # listed during this sync
+        self._last_nodes: dict[str, ClusterNode] = {}  # as last listed, for NotReady timeouts
         self._listed: list[ClusterNode] | None = None  # listed by refresh, for observe's rows
         self._nodes_at: datetime | None = None  # when the node rows were last synced
         self._fresh = False  # refresh ran since the last observe
@@ -173,6 +174,12 @@ class KubernetesBackend:
             if report is not None:
                 reports.append(report)
         self._collect(cached, wanted, now)
+        names = {s.name for s in cached}
+        self._since = {
+            k: at
+            for k, at in self._since.items()
+            if k.startswith("notready/") or k.split("/", 1)[1] in names
+        }
         return reports
 
     def sync_nodes(self, *, now: datetime) -> NodeSyncResult:
@@ -251,7 +258,7 @@ class KubernetesBackend:
 
     def _not_ready(self, node: str, now: datetime) -> bool:
         """The node has been listed NotReady for the NotReady timeout."""
-        state = (self._nodes or {}).get(node)
+        state = self._last_nodes.get(node)
         if state is None or state.ready:
             self._since.pop(f"notready/{node}", None)
             return False
@@ -436,6 +443,7 @@ class KubernetesBackend:
         except ApiError as e:
             raise _list_refused(e) from e
         self._nodes = {n.name: n for n in (cluster_node(o, self.kube) for o in data["items"])}
+        self._last_nodes = self._nodes
         return self._nodes
 
 

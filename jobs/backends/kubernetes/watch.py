@@ -116,6 +116,9 @@ class PodCache:
         self.stopping.set()
         if self._watch is not None:
             self._watch.stop()  # type: ignore[no-untyped-call]
+            response = getattr(self._watch, "_resp", None)
+            if response is not None:
+                response.close()  # wake the thread blocked reading the stream
         if self.thread is not None:
             self.thread.join(timeout=5)
 
