@@ -63,6 +63,12 @@ def _owned(kube_instance: str, workload: int, index: int, pod_id: int = 0) -> di
     return {"metadata": meta, "spec": spec, "status": {"phase": "Running"}}
 
 
+def _lists(cluster: FakeCluster) -> int:
+    """Full lists of pods asked for (first pages; watches and continue pages aside)."""
+    pods = cluster.seen("GET", "/api/v1/pods")
+    return sum(1 for r in pods if not r.query.get("watch") and "continue" not in r.query)
+
+
 def _job_running(
     loop: Callable[..., None], train: Callable[..., Workload], cluster: FakeCluster, **kw: Any
 ) -> Workload:
@@ -133,14 +139,14 @@ def test_a_410_error_event_mid_stream_lists_again_and_misses_nothing(
 ) -> None:
     job = train()
     loop()
-    assert k8s.cache.lists == 1
+    assert _lists(cluster) == 1
     cluster.compact()
     running(cluster, job)  # events this watch may not have delivered
     cluster.break_watches("gone")
     settle(k8s, cluster)
     loop()
     job.refresh_from_db()
-    assert k8s.cache.lists == 2 and job.status == Status.RUNNING
+    assert _lists(cluster) == 2 and job.status == Status.RUNNING
 
 
 def test_a_watch_answering_http_410_lists_again(
@@ -157,7 +163,7 @@ def test_a_watch_answering_http_410_lists_again(
     running(cluster, job)
     loop()
     job.refresh_from_db()
-    assert k8s.cache.lists == 2 and job.status == Status.RUNNING
+    assert _lists(cluster) == 2 and job.status == Status.RUNNING
 
 
 @pytest.mark.parametrize("how", ["reset", "truncate"])
@@ -170,12 +176,12 @@ def test_a_broken_stream_resumes_from_its_last_version_without_listing(
 ) -> None:
     job = train()
     loop()
-    at = k8s.cache.version
+    at = str(cluster.latest(selector(k8s.kube)))
     cluster.break_watches(how)
     running(cluster, job)
     loop()
     job.refresh_from_db()
-    assert job.status == Status.RUNNING and k8s.cache.lists == 1
+    assert job.status == Status.RUNNING and _lists(cluster) == 1
     watches = [r.query for r in cluster.seen("GET", "/api/v1/pods") if r.query.get("watch")]
     assert at in [w["resourceVersion"] for w in watches[1:]]
     assert all(w["timeoutSeconds"] == "60" and w["allowWatchBookmarks"] == "true" for w in watches)
@@ -355,7 +361,7 @@ def test_a_pod_stuck_terminating_is_replaced_and_force_deleted(
     assert cluster.pod(NAMESPACE, pod.name)["metadata"]["deletionTimestamp"]
     job.refresh_from_db()
     assert job.status == Status.RUNNING  # terminating, within its deadline
-    loop(k8s.kube.terminating_seconds)
+    loop(settings.K8S_TERMINATING_SECONDS)
     job.refresh_from_db()
     assert job.status == Status.REQUEUED and "Stuck terminating" in job.status_reason
     loop()
@@ -363,6 +369,7 @@ def test_a_pod_stuck_terminating_is_replaced_and_force_deleted(
 
 
 def test_an_image_that_cannot_be_pulled_fails_only_after_its_grace(
+    settings: Any,
     loop: Callable[..., None],
     train: Callable[..., Workload],
     cluster: FakeCluster,
@@ -377,7 +384,7 @@ def test_an_image_that_cannot_be_pulled_fails_only_after_its_grace(
     loop()
     pod.refresh_from_db()
     assert pod.status == PodStatus.PENDING
-    loop(k8s.kube.image_pull_grace_seconds)
+    loop(settings.K8S_IMAGE_PULL_GRACE_SECONDS)
     job.refresh_from_db()
     assert job.status == Status.FAILED and "ErrImagePull: pull access denied" in job.status_reason
 
@@ -467,6 +474,7 @@ def test_sync_reports_each_event_once_across_two_backends(
 
 
 def test_a_node_not_ready_past_its_timeout_counts_as_lost(
+    settings: Any,
     loop: Callable[..., None],
     train: Callable[..., Workload],
     cluster: FakeCluster,
@@ -478,12 +486,13 @@ def test_a_node_not_ready_past_its_timeout_counts_as_lost(
     loop(60)  # the node sync sees it NotReady; the pod still reports Running
     job.refresh_from_db()
     assert job.status == Status.RUNNING
-    loop(k8s.kube.not_ready_seconds)
+    loop(settings.K8S_NOT_READY_SECONDS)
     job.refresh_from_db()
     assert job.status == Status.REQUEUED and "not ready for 300 s" in job.status_reason
 
 
 def test_a_pod_that_never_starts_fails_after_the_pending_deadline(
+    settings: Any,
     loop: Callable[..., None],
     train: Callable[..., Workload],
     cluster: FakeCluster,
@@ -491,7 +500,7 @@ def test_a_pod_that_never_starts_fails_after_the_pending_deadline(
 ) -> None:
     job = train(replicas=1, fault_tolerance=False)
     loop()
-    loop(k8s.kube.pending_seconds - 10)
+    loop(settings.K8S_PENDING_SECONDS - 10)
     job.refresh_from_db()
     assert job.status == Status.RUNNING
     loop(10)
