@@ -159,8 +159,9 @@ class PodCache:
                     self.error = e  # e.g. a token without cluster-wide list permission
                     self.listed.set()
                 failures = self._backoff(failures, e)
-            except NETWORK_ERRORS as e:
-                # A reset or truncated stream: watch again from the last resourceVersion.
+            except (*NETWORK_ERRORS, ValueError) as e:
+                # A reset or truncated stream (a cut chunk, half a line of JSON): watch again
+                # from the last resourceVersion.
                 failures = self._backoff(failures, e)
 
     def _backoff(self, failures: int, e: Exception) -> int:
