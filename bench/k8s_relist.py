@@ -9,6 +9,11 @@ Against the stand-in API server (tests/jobs/k8s_fake.py) on loopback, with the r
   tracing slows the list) against the size of the pods' JSON;
 - steady: requests the cache's watch thread sends per minute while it holds its watch open
   and pods change (one status change a second), over `--steady-seconds`.
+
+Measured once (2 shared, busy cores; the stand-in serves in the same process, so its JSON
+encoding counts in the list time): 4,000 nodes and 100,000 pods (222 MB of JSON) list in
+200 pages in 54 s at 5 QPS (46 s unpaced); the cache keeps 83 MB (867 bytes a pod, peak
+92 MB traced); in steady state the watch thread sends 1.5 requests a minute (a 60 s watch).
 """
 
 from __future__ import annotations

@@ -14,9 +14,10 @@ The thread, forever:
   it saw, bookmarks included, backing off while the server does not answer;
 - lists again only when the watch answers 410 (an ERROR event, or the HTTP status).
 
-Memory: a pod is kept as a `PodState` of the dozen fields the backend reads (about 1 KB),
-not its JSON, so 100,000 pods fit. A pod deleted after it ended stays as a tombstone until
-the backend has recorded its outcome (the tracking finalizer normally keeps the object itself).
+Memory: a pod is kept as a `PodState` of the dozen fields the backend reads, not its JSON:
+100,000 pods keep 83 MB (867 bytes a pod, against 2.2 KB of JSON; bench/k8s_relist.py).
+A pod deleted after it ended stays as a tombstone until the backend has recorded its outcome
+(the tracking finalizer normally keeps the object itself).
 """
 
 from __future__ import annotations
