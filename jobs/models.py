@@ -137,6 +137,13 @@ class Pod(models.Model):
     class Meta:
         ordering = ["index", "-attempt"]
         indexes = [models.Index(fields=["status"])]
+        constraints = [
+            # One pod name (tp-<workload>-<index>-<attempt>) per row: two writers never
+            # start the same replica attempt twice.
+            models.UniqueConstraint(
+                fields=["workload", "index", "attempt"], name="pod_one_row_per_attempt"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.workload.name}-{self.index}"
@@ -207,3 +214,13 @@ class ControlState(models.Model):
     cycles = models.PositiveBigIntegerField(default=0)
     last_cycle_at = models.DateTimeField(null=True, blank=True)
     last_sample_at = models.DateTimeField(null=True, blank=True)
+
+
+class ClusterInstance(models.Model):
+    """This database's id on a shared cluster: the instance label of every pod it owns."""
+
+    instance = models.CharField(max_length=63, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.instance

@@ -271,6 +271,12 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # Several resources have a `status` field with its own choices: each set gets its name.
+    "ENUM_NAME_OVERRIDES": {
+        "WorkloadStatusEnum": "jobs.choices.Status",
+        "PodStatusEnum": "jobs.choices.PodStatus",
+        "WhatIfStatusEnum": "whatif.choices.RunStatus",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "console.schema.postprocess",
@@ -315,12 +321,25 @@ SIM_START_DELAY = float(env("SIM_START_DELAY", "30"))
 K8S_KUBECONFIG = env("KUBECONFIG", "")
 K8S_CONTEXT = env("TIDEPOOL_K8S_CONTEXT", "")
 K8S_NAMESPACE = env("TIDEPOOL_K8S_NAMESPACE", "tidepool-{workspace}")
-K8S_INSTANCE = env("TIDEPOOL_K8S_INSTANCE", "tidepool")
+# Empty: the id this database chose at install time (jobs migration 0009), the label value
+# of every pod it owns, so a staging or restored database never takes another's pods.
+K8S_INSTANCE = env("TIDEPOOL_K8S_INSTANCE", "")
 K8S_NODE_POOL_LABEL = env("TIDEPOOL_K8S_NODE_POOL_LABEL", "tidepool.io/node-pool")
 K8S_GPU_RESOURCE = env("TIDEPOOL_K8S_GPU_RESOURCE", "nvidia.com/gpu")
 K8S_SHARED_GPU_RESOURCE = env("TIDEPOOL_K8S_SHARED_GPU_RESOURCE", "")
 K8S_GPU_SLICES = int(env("TIDEPOOL_K8S_GPU_SLICES", "0"))
-K8S_WATCH_SECONDS = int(env("TIDEPOOL_K8S_WATCH_SECONDS", "1"))
+K8S_WATCH_SECONDS = int(env("TIDEPOOL_K8S_WATCH_SECONDS", "240"))  # 60 to 300
+K8S_PAGE_SIZE = int(env("TIDEPOOL_K8S_PAGE_SIZE", "500"))  # pods per list page
+K8S_QPS = float(env("TIDEPOOL_K8S_QPS", "5"))  # client-side rate limit, as client-go's
+K8S_BURST = int(env("TIDEPOOL_K8S_BURST", "10"))
+K8S_REQUEST_SECONDS = float(env("TIDEPOOL_K8S_REQUEST_SECONDS", "30"))
+K8S_BACKOFF_SECONDS = float(env("TIDEPOOL_K8S_BACKOFF_SECONDS", "0.5"))  # first 5xx retry
+K8S_MAX_DELETES = int(env("TIDEPOOL_K8S_MAX_DELETES", "50"))  # pod deletions per sync
+K8S_RETENTION_SECONDS = float(env("TIDEPOOL_K8S_RETENTION_SECONDS", "3600"))  # finished pods
+K8S_TERMINATING_SECONDS = float(env("TIDEPOOL_K8S_TERMINATING_SECONDS", "600"))
+K8S_IMAGE_PULL_GRACE_SECONDS = float(env("TIDEPOOL_K8S_IMAGE_PULL_GRACE_SECONDS", "300"))
+K8S_PENDING_SECONDS = float(env("TIDEPOOL_K8S_PENDING_SECONDS", "900"))  # never started
+K8S_NOT_READY_SECONDS = float(env("TIDEPOOL_K8S_NOT_READY_SECONDS", "300"))
 K8S_NODE_SYNC_SECONDS = float(env("TIDEPOOL_K8S_NODE_SYNC_SECONDS", "60"))
 # Tidepool's pods name this scheduler, so kube-scheduler leaves them to Tidepool's binding.
 K8S_SCHEDULER_NAME = env("TIDEPOOL_K8S_SCHEDULER_NAME", "tidepool")

@@ -27,6 +27,12 @@ STORAGES = {
 }
 TIDEPOOL_RUNNER = env("TIDEPOOL_RUNNER", "celery")
 TIDEPOOL_BACKEND = env("TIDEPOOL_BACKEND", "kubernetes")
+if K8S_INSTANCE == "tidepool":  # noqa: F405
+    raise ImproperlyConfigured(
+        "TIDEPOOL_K8S_INSTANCE is 'tidepool', the old shared default: every Tidepool database "
+        "with it owns the same pods, so a staging or restored copy would delete production's. "
+        "Unset it to use the id this database chose at install time, or set a unique one."
+    )
 
 # One JSON object a line on stderr (console/logs.py); Celery keeps its hands off the root
 # logger, so the worker's and beat's records are JSON too.

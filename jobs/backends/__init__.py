@@ -34,4 +34,7 @@ def get_backend() -> Backend:
 def set_backend(backend: Backend | None) -> None:
     """Install a backend (tests); None goes back to the configured one."""
     global _backend
+    close = getattr(_backend, "close", None)
+    if close is not None and _backend is not backend:
+        close()  # e.g. the Kubernetes backend's watch thread
     _backend = backend

@@ -33,6 +33,9 @@ class PodReport:
     # The node refused the pod before it ran (a kubelet admission rejection, or a node that
     # became ineligible just before its pod was created): placed again elsewhere, uncharged.
     rejected: bool = False
+    # Ended from outside (a drain, a kube-scheduler preemption, a kubelet shutdown, PodGC, a
+    # pod stuck terminating): not the application's failure, so no failure is charged.
+    disrupted: bool = False
 
 
 class Backend(Protocol):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 
@@ -57,7 +58,9 @@ def _count_restart(w: Workload, cause: str) -> None:
     metrics.after_commit(lambda: metrics.RESTARTS.labels(quota=quota, cause=cause).inc())
 
 
-def _requeue(w: Workload, *, now: datetime, why: str, backend: Backend, cause: str) -> None:
+def _requeue(
+    w: Workload, *, now: datetime, why: str, backend: Backend, cause: str, charge: bool = True
+) -> None:
     """Stop every live pod and put the job back in the queue from its last checkpoint."""
     live = w.pods.filter(status__in=LIVE_POD_STATUSES)
     # every replica's work since the checkpoint is lost, the failed one's included
@@ -66,7 +69,7 @@ def _requeue(w: Workload, *, now: datetime, why: str, backend: Backend, cause: s
     w.progress, w.last_progress_at, w.in_quota = w.checkpoint_progress, None, None
     w.status, w.status_reason, w.sim_hung = Status.REQUEUED, why, False
     w.restarts += 1
-    w.failures += 1
+    w.failures += 1 if charge else 0
     w.save(
         update_fields=[
             "progress",
@@ -79,10 +82,11 @@ def _requeue(w: Workload, *, now: datetime, why: str, backend: Backend, cause: s
             "failures",
         ]
     )
+    count = f"Restart {w.failures} of {w.max_restarts}" if charge else "No restart charged"
     record(
         w,
         EventKind.RESTARTED,
-        f"{why}. Restart {w.failures} of {w.max_restarts}: requeued. {lost_text(w, lost)}",
+        f"{why}. {count}: requeued. {lost_text(w, lost)}",
         at=now,
         work_lost_gpu_seconds=lost,
         checkpoint=w.checkpoint_label,
@@ -137,6 +141,9 @@ def _on_failure(pod: Pod, report: PodReport, *, now: datetime, backend: Backend)
         # the node stays in the entry's data for platform admins (jobs.visibility).
         reason = scrub(reason, [node])
         data = {"node": node, BORROWED: True}
+    if report.disrupted:
+        _on_disruption(pod, report, reason, data, now=now, backend=backend)
+        return
     why = f"Replica {pod.index} failed: {reason or 'exit code ' + str(report.exit_code)}"
     verdict = _verdict(w, report)
     record(
@@ -182,6 +189,39 @@ def _verdict(w: Workload, report: PodReport) -> Verdict | None:
     if report.node_lost or report.refused or w.kind != Kind.TRAINING:
         return None
     return failure_verdict(w, exit_code=report.exit_code, message=report.message)
+
+
+def _on_disruption(
+    pod: Pod,
+    report: PodReport,
+    reason: str,
+    data: dict[str, Any],
+    *,
+    now: datetime,
+    backend: Backend,
+) -> None:
+    """A replica was ended from outside (drain, preemption, shutdown): restart, uncharged.
+
+    As after a node loss, a service places the replica again and a job with fault tolerance
+    requeues from its checkpoint; neither counts it against max_restarts.
+    """
+    w = pod.workload
+    why = f"Replica {pod.index} disrupted: {reason}"
+    record(w, EventKind.FAULT, why, at=now, disrupted=True, **data)
+    if w.kind == Kind.INFERENCE:
+        request_cycle()  # the missing replica is placed by the next cycle
+        return
+    if not (w.fault_tolerance and w.restart_on_node_loss):
+        end_workload(
+            w,
+            status=Status.FAILED,
+            reason=f"{why}; fault tolerance does not restart it.",
+            now=now,
+            event_kind=EventKind.FINISHED,
+        )
+        request_cycle()
+        return
+    _requeue(w, now=now, why=why, backend=backend, cause="disruption", charge=False)
 
 
 def _start(pods: list[Pod], *, now: datetime) -> None:

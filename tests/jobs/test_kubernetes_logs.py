@@ -91,6 +91,7 @@ def test_a_pod_gone_from_the_cluster_gives_a_clear_line(
     cluster.set_status(NAMESPACE, pod.name, phase="Running")
     Pod.objects.filter(pk=pod.pk).update(status="Running")
     pod.refresh_from_db()
+    cluster.strip_finalizers(NAMESPACE, pod.name)  # recorded and released: deleting removes it
     cluster.vanish(NAMESPACE, pod.name)
     with pytest.raises(LogsUnavailable, match=f"^{pod.name} is gone from the cluster"):
         read(k8s, pod, clock, tail=10)

@@ -10,32 +10,35 @@ pressured or lost since the last node sync gets no pod, and the replica is place
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import Any
+from collections.abc import Set
+from typing import TYPE_CHECKING
 
-import urllib3
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from jobs.backends.base import NODE_REFUSAL
+from jobs.backends.kubernetes.errors import ApiError
 from jobs.backends.kubernetes.nodes import ineligibility
 
+if TYPE_CHECKING:
+    from jobs.backends.kubernetes.api import Api
+    from jobs.backends.kubernetes.watch import PodState
+
 log = logging.getLogger(__name__)
-NETWORK_ERRORS = (urllib3.exceptions.HTTPError, OSError)
 
 
 class Binder:
     """Re-checks nodes before creates and binds created pods to them."""
 
-    def __init__(self, api: client.CoreV1Api, timeout: float) -> None:
+    def __init__(self, api: Api) -> None:
         self.api = api
-        self.timeout = timeout
         self._checked: dict[str, str] = {}  # node name -> why it refuses ("" fine), this sync
+        self._bound: set[str] = set()  # pods bound whose watch event has not come yet
 
-    def forget(self) -> None:
-        """A new sync: nodes are read again before the next creates."""
+    def forget(self, unbound: Set[str]) -> None:
+        """A new sync: nodes are read again; `unbound` pods are those the cache has no node for."""
         self._checked.clear()
+        self._bound &= unbound
 
     def refusal(self, node: str) -> str:
         """Why `node` must not get a new pod now (a NODE_REFUSAL sentence), or "" if it may.
@@ -45,37 +48,27 @@ class Binder:
         """
         if node not in self._checked:
             try:
-                response: Any = self.api.read_node(
-                    node, _preload_content=False, _request_timeout=self.timeout
-                )
-                self._checked[node] = ineligibility(json.loads(response.data))
-            except ApiException as e:
+                self._checked[node] = ineligibility(self.api.json("read_node", node))
+            except ApiError as e:
                 self._checked[node] = "is gone" if e.status == 404 else ""
-            except NETWORK_ERRORS:
-                self._checked[node] = ""
         why = self._checked[node]
         return f"{NODE_REFUSAL} {node}: it {why} now, so no pod was created there" if why else ""
 
-    def bind(self, obj: dict[str, Any], node: str) -> bool:
-        """Bind the created pod `obj` to `node` (its UID as precondition); True once bound."""
-        meta = obj["metadata"]
+    def bind(self, pod: PodState, node: str) -> bool:
+        """Bind the created pod to `node` (its UID as precondition); True once bound."""
+        if pod.name in self._bound:
+            return False  # bound already; the watch has not brought it yet
         body = client.V1Binding(
             api_version="v1",
             kind="Binding",
-            metadata=client.V1ObjectMeta(name=meta["name"], uid=meta["uid"]),
+            metadata=client.V1ObjectMeta(name=pod.name, uid=pod.uid),
             target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
         )
         try:
-            # Raw: the client cannot read the Status the server answers as a V1Binding.
-            self.api.create_namespaced_pod_binding(
-                meta["name"],
-                meta["namespace"],
-                body,
-                _preload_content=False,
-                _request_timeout=self.timeout,
-            )
-        except (ApiException, *NETWORK_ERRORS) as e:
-            log.warning("Binding pod %s to %s failed (%s); retrying later.", meta["name"], node, e)
+            # Raw (Api.call): the client cannot read the Status the server answers as a Binding.
+            self.api.call("create_namespaced_pod_binding", pod.name, pod.namespace, body)
+        except ApiError as e:
+            log.warning("Binding pod %s to %s failed (%s); retrying later.", pod.name, node, e)
             return False
-        obj["spec"]["nodeName"] = node  # as the server now has it (the watch brings the rest)
+        self._bound.add(pod.name)
         return True

@@ -29,9 +29,20 @@ class KubeConfig:
     gpu_resource: str = "nvidia.com/gpu"
     shared_gpu_resource: str = ""
     gpu_slices: int = 0
-    watch_seconds: int = 1
+    watch_seconds: int = 240
     node_sync_seconds: float = 60.0
     scheduler_name: str = "tidepool"
+    page_size: int = 500
+    qps: float = 5.0
+    burst: int = 10
+    request_seconds: float = 30.0
+    backoff_seconds: float = 0.5
+    max_deletes: int = 50
+    retention_seconds: float = 3600.0
+    terminating_seconds: float = 600.0
+    image_pull_grace_seconds: float = 300.0
+    pending_seconds: float = 900.0
+    not_ready_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         try:
@@ -52,9 +63,15 @@ class KubeConfig:
                 f"TIDEPOOL_K8S_SCHEDULER_NAME {self.scheduler_name!r} is not a valid scheduler "
                 "name (a DNS subdomain, e.g. tidepool)."
             )
-        if self.watch_seconds < 1:
+        if not 60 <= self.watch_seconds <= 300:
             raise ImproperlyConfigured(
-                f"TIDEPOOL_K8S_WATCH_SECONDS must be 1 or more, not {self.watch_seconds}."
+                f"TIDEPOOL_K8S_WATCH_SECONDS must be 60 to 300 (a long watch with bookmarks "
+                f"stays inside the API server's watch window), not {self.watch_seconds}."
+            )
+        if self.qps <= 0 or self.burst < 1:
+            raise ImproperlyConfigured(
+                f"TIDEPOOL_K8S_QPS must be above 0 and TIDEPOOL_K8S_BURST 1 or more, not "
+                f"{self.qps} and {self.burst}."
             )
 
     @classmethod
@@ -72,6 +89,17 @@ class KubeConfig:
             watch_seconds=settings.K8S_WATCH_SECONDS,
             node_sync_seconds=settings.K8S_NODE_SYNC_SECONDS,
             scheduler_name=settings.K8S_SCHEDULER_NAME,
+            page_size=settings.K8S_PAGE_SIZE,
+            qps=settings.K8S_QPS,
+            burst=settings.K8S_BURST,
+            request_seconds=settings.K8S_REQUEST_SECONDS,
+            backoff_seconds=settings.K8S_BACKOFF_SECONDS,
+            max_deletes=settings.K8S_MAX_DELETES,
+            retention_seconds=settings.K8S_RETENTION_SECONDS,
+            terminating_seconds=settings.K8S_TERMINATING_SECONDS,
+            image_pull_grace_seconds=settings.K8S_IMAGE_PULL_GRACE_SECONDS,
+            pending_seconds=settings.K8S_PENDING_SECONDS,
+            not_ready_seconds=settings.K8S_NOT_READY_SECONDS,
         )
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 import socket
 import uuid
-from typing import Any
-
-import urllib3
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+from typing import TYPE_CHECKING, Any
 
 from console import clock
+from jobs.backends.kubernetes.errors import ApiError
+
+if TYPE_CHECKING:
+    from jobs.backends.kubernetes.api import Api
+    from jobs.backends.kubernetes.watch import PodState
 
 log = logging.getLogger(__name__)
 
@@ -27,30 +28,26 @@ MESSAGE_CHARS = 1024  # the API server refuses longer event messages
 class Recorder:
     """Writes events about owned pods into their namespaces."""
 
-    def __init__(self, api: client.CoreV1Api, timeout: float) -> None:
+    def __init__(self, api: Api) -> None:
         self.api = api
-        self.timeout = timeout
         self.instance = f"{COMPONENT}-{socket.gethostname()}"[:128]
 
-    def emit(
-        self, obj: dict[str, Any], reason: str, message: str, *, warning: bool = False
-    ) -> None:
-        """Record `reason` with `message` about the pod `obj` (as the API returned it)."""
-        meta = obj["metadata"]
+    def emit(self, pod: PodState, reason: str, message: str, *, warning: bool = False) -> None:
+        """Record `reason` with `message` about an owned pod."""
         stamp = clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
         body: Any = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
-                "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
-                "namespace": meta["namespace"],
+                "name": f"{pod.name}.{uuid.uuid4().hex[:16]}",
+                "namespace": pod.namespace,
             },
             "involvedObject": {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid", ""),
+                "name": pod.name,
+                "namespace": pod.namespace,
+                "uid": pod.uid,
             },
             "reason": reason,
             "message": message[:MESSAGE_CHARS],
@@ -63,8 +60,6 @@ class Recorder:
             "count": 1,
         }
         try:
-            self.api.create_namespaced_event(
-                meta["namespace"], body, _preload_content=False, _request_timeout=self.timeout
-            )
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as e:
-            log.warning("Event %s for pod %s not recorded (%s).", reason, meta["name"], e)
+            self.api.call("create_namespaced_event", pod.namespace, body)
+        except ApiError as e:
+            log.warning("Event %s for pod %s not recorded (%s).", reason, pod.name, e)

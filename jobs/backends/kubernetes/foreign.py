@@ -7,17 +7,18 @@ counts on the rest (`OutOfnvidia.com/gpu`).
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from kubernetes.utils.quantity import parse_quantity
 
 from jobs.backends.kubernetes.config import KubeConfig
+from jobs.backends.kubernetes.errors import ApiError
 from jobs.backends.kubernetes.manifest import owned
+
+if TYPE_CHECKING:
+    from jobs.backends.kubernetes.api import Api
 
 PAGE = 500
 BOUND = "spec.nodeName!="
@@ -49,7 +50,7 @@ def pod_requests(spec: dict[str, Any]) -> Held:
     return total
 
 
-def foreign_held(api: client.CoreV1Api, kube: KubeConfig, timeout: float) -> dict[str, Held]:
+def foreign_held(api: Api, kube: KubeConfig) -> dict[str, Held]:
     """Per node name, the summed requests of the live pods bound there that are not ours.
 
     A `continue` token that expired (410) starts the listing over, once.
@@ -59,19 +60,14 @@ def foreign_held(api: client.CoreV1Api, kube: KubeConfig, timeout: float) -> dic
     restarts = 1
     while True:
         try:
-            response: Any = api.list_pod_for_all_namespaces(
-                field_selector=BOUND,
-                limit=PAGE,
-                _continue=token,
-                _preload_content=False,
-                _request_timeout=timeout,
+            page: dict[str, Any] = api.json(
+                "list_pod_for_all_namespaces", field_selector=BOUND, limit=PAGE, _continue=token
             )
-        except ApiException as e:
+        except ApiError as e:
             if e.status != 410 or token is None or not restarts:
                 raise
             held, token, restarts = defaultdict(dict), None, restarts - 1
             continue
-        page = json.loads(response.data)
         for obj in page.get("items") or []:
             phase = (obj.get("status") or {}).get("phase")
             if phase in ("Succeeded", "Failed") or owned(obj, kube):

@@ -11,23 +11,21 @@ import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-from jobs.backends.kubernetes.backend import NETWORK_ERRORS, REQUEST_SECONDS, _api_message
 from jobs.backends.kubernetes.config import KubeConfig
+from jobs.backends.kubernetes.errors import ApiError
 from jobs.backends.kubernetes.manifest import Refused, namespace_for
 from jobs.backends.log_lines import LogsUnavailable, lines_after
 from jobs.choices import PodStatus
 
 if TYPE_CHECKING:
+    from jobs.backends.kubernetes.api import Api
     from jobs.models import Pod
 
 CONTAINER = "main"  # the one container of a replica's pod (manifest.pod_body)
 
 
 def pod_log(
-    api: client.CoreV1Api, kube: KubeConfig, pod: Pod, *, tail: int, since: datetime | None
+    api: Api, kube: KubeConfig, pod: Pod, *, tail: int, since: datetime | None
 ) -> list[str]:
     """The last `tail` lines of the pod's container written after `since`, timestamped."""
     try:
@@ -40,34 +38,32 @@ def pod_log(
     if since is not None:
         seconds = max(1, math.ceil((datetime.now(UTC) - since).total_seconds()) + 1)
     try:
-        # Raw (not preloaded): the client would otherwise try to parse the text as a model.
-        response: Any = api.read_namespaced_pod_log(
+        # Raw (Api.call): the client would otherwise try to parse the text as a model.
+        response: Any = api.call(
+            "read_namespaced_pod_log",
             pod.name,
             namespace,
             container=CONTAINER,
             tail_lines=tail,
             since_seconds=seconds,
             timestamps=True,
-            _preload_content=False,
-            _request_timeout=REQUEST_SECONDS,
         )
         text = response.data.decode("utf-8", errors="replace")
-    except ApiException as e:
+    except ApiError as e:
+        if e.status == 0:
+            raise LogsUnavailable(
+                f"Could not reach the cluster to read {pod.name}'s log; try again shortly."
+            ) from None
         raise LogsUnavailable(_refusal(pod, e)) from None
-    except NETWORK_ERRORS as e:
-        raise LogsUnavailable(
-            f"Could not reach the cluster to read {pod.name}'s log ({type(e).__name__}); "
-            "try again shortly."
-        ) from None
     return lines_after(text.splitlines(), since, tail)
 
 
-def _refusal(pod: Pod, e: ApiException) -> str:
+def _refusal(pod: Pod, e: ApiError) -> str:
     """Why the API server gave no log, for the user."""
     if e.status == 404:
         if pod.status == PodStatus.PENDING:
             return f"{pod.name} has not been created in the cluster yet."
         return f"{pod.name} is gone from the cluster, and its log went with it."
     if e.status == 400 and pod.status in (PodStatus.PENDING, PodStatus.RUNNING):
-        return f"{pod.name} has not started yet: {_api_message(e)}"
-    return f"The cluster gave no log for {pod.name}: {_api_message(e)}"
+        return f"{pod.name} has not started yet: {e.message}"
+    return f"The cluster gave no log for {pod.name}: {e.message}"

@@ -128,3 +128,35 @@ def rejected(status: dict[str, Any]) -> bool:
         {"running", "terminated"} & set(c.get("state") or {})
         for c in status.get("containerStatuses") or []
     )
+
+
+# DisruptionTarget reasons: the pod was ended from outside (a drain, a preemption by
+# kube-scheduler, the kubelet's node shutdown, PodGC of a deleted node, the taint manager),
+# not by its application.
+DISRUPTIONS = frozenset(
+    {
+        "EvictionByEvictionAPI",
+        "PreemptionByScheduler",
+        "PreemptionByKubeScheduler",
+        "TerminationByKubelet",
+        "DeletionByPodGC",
+        "DeletionByTaintManager",
+    }
+)
+
+
+def disruption(obj: dict[str, Any]) -> str:
+    """Why the pod was disrupted ("" if it was not), from its DisruptionTarget condition."""
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        target = c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        if target and c.get("reason") in DISRUPTIONS:
+            return clip(f"{c['reason']}: {c.get('message') or 'disrupted'}")
+    return ""
+
+
+def stuck(obj: dict[str, Any]) -> str:
+    """The waiting reason of a container that cannot start by itself ("" if none)."""
+    for waiting in _container_states(obj.get("status") or {}, "waiting"):
+        if waiting.get("reason") in STUCK:
+            return str(waiting["reason"])
+    return ""
