@@ -20,7 +20,6 @@ from typing import Any
 from console import clock
 from console.fast.statements import Statement
 from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES
-from jobs.models import Pod
 from jobs.reports.body import NON_FIELD, BodyError, Report, report_parse
 from jobs.reports.buffer import BUFFER
 from jobs.reports.live import known_live
@@ -49,6 +48,9 @@ ACCEPTED = Answer(202, {"detail": "Accepted."})
 
 def _live(shape: tuple[()], pod: int, workload: int, attempt: int) -> Any:
     """The pod of this attempt, if it is Pending or Running in an active workload."""
+    # Imported here: console.serving imports this module before Django's apps are loaded.
+    from jobs.models import Pod
+
     return (
         Pod.objects.filter(
             pk=pod,

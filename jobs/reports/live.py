@@ -11,7 +11,6 @@ every report reads its attempt.
 from __future__ import annotations
 
 from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES
-from jobs.models import Pod
 
 # (pod id, workload id, attempt): what a token's claim names.
 Attempt = tuple[int, int, int]
@@ -27,6 +26,8 @@ def known_live(attempt: Attempt) -> bool:
 def known_live_refresh() -> int:
     """Read the live attempts again; how many there are."""
     global _live
+    from jobs.models import Pod  # here: console.serving imports this before apps load
+
     rows = Pod.objects.filter(
         status__in=LIVE_POD_STATUSES, workload__status__in=ACTIVE_STATUSES
     ).values_list("pk", "workload_id", "attempt")

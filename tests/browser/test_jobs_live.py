@@ -156,7 +156,8 @@ def test_service_scale_up_preempts_bobs_borrowed_job_live(
     row.get_by_role("link", name="borrowed").click()
     timeline = page.get_by_test_id("timeline")
     assert re.search(
-        r"Preempted by chat-api: .*Work lost since the last checkpoint", timeline.inner_text()
+        r"Preempted by chat-api: .*Work lost since (the last checkpoint|the start)",
+        timeline.inner_text(),
     )
     pods = page.get_by_test_id("pods")
     assert pods.locator("[data-field=pod-status]", has_text="Resource Preempted").count() == 5

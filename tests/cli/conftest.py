@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from django.core.cache import cache
 
 from console.cli import main
 from tests.jobs.conftest import clock, sim, submit, tick  # noqa: F401  (fixtures shared with jobs)
@@ -20,6 +21,9 @@ Run = Callable[..., tuple[int, str, str]]
 def cli(live_server: Any, demo: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any):
     """Run a command; returns (exit code, stdout, stderr)."""
     monkeypatch.setenv("TIDEPOOL_CONFIG", str(tmp_path / "config.json"))
+    # Each test logs in afresh, as one person would once: the token throttle (20 a minute
+    # from one address) counts this test's logins alone, not the whole directory's.
+    cache.clear()
 
     def run(*argv: str) -> tuple[int, str, str]:
         code = main(list(argv))
@@ -32,8 +36,8 @@ def cli(live_server: Any, demo: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPa
 
 def login(cli: Any, user: str) -> None:
     """Log `user` in with the demo password."""
-    code, out, _ = cli("login", cli.url, "--username", user, "--password", f"tidepool-{user}")
-    assert code == 0 and f"as {user}" in out
+    code, out, err = cli("login", cli.url, "--username", user, "--password", f"tidepool-{user}")
+    assert code == 0 and f"as {user}" in out, err
 
 
 def as_json(cli: Any, *argv: str) -> Any:

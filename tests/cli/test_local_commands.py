@@ -78,7 +78,7 @@ def test_usage_errors_exit_2_and_help_exits_0(run: Any) -> None:
     code, _, err = run("job", "ls", "--status", "Sleeping")
     assert code == 2 and "Invalid value for '--status'" in err
     code, out, _ = run("job", "--help")
-    assert code == 0 and "no container logs" in out
+    assert code == 0 and "Training jobs: submit, list, read, cancel, logs." in out
     code, _, err = run("job", "ls")
     assert code == 1 and "Not logged in" in err
 

@@ -114,9 +114,14 @@ def _status(code: int, reason: str, message: str, **extra: Any) -> dict[str, Any
 
 
 def _matches(obj: dict[str, Any], selector: str) -> bool:
-    """Equality-based label selector: `a=b,c=d`."""
+    """Equality-based label selector: `a=b,c!=d`."""
     labels = obj["metadata"].get("labels") or {}
     for term in filter(None, selector.split(",")):
+        if "!=" in term:  # as the real server: a pod without the label matches too
+            name, _, value = term.partition("!=")
+            if labels.get(name) == value:
+                return False
+            continue
         name, _, value = term.partition("=")
         if labels.get(name) != value:
             return False

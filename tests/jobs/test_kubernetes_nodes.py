@@ -84,6 +84,8 @@ def test_pods_it_does_not_own_reduce_node_capacity_over_every_list_page(
     assert [p.get("continue") is not None for p in pages] == [False, True]
     assert {p["limit"] for p in pages} == {"500"}
     assert {p["fieldSelector"] for p in pages} == {"spec.nodeName!="}
+    # the server leaves this instance's own pods out of the list
+    assert {p["labelSelector"] for p in pages} == {f"tidepool.io/instance!={k8s.kube.instance}"}
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from jobs.backends.kubernetes.config import KubeConfig
 from jobs.backends.kubernetes.errors import ApiError
-from jobs.backends.kubernetes.manifest import owned
+from jobs.backends.kubernetes.manifest import INSTANCE, owned
 
 if TYPE_CHECKING:
     from jobs.backends.kubernetes.api import Api
@@ -61,7 +61,12 @@ def foreign_held(api: Api, kube: KubeConfig) -> dict[str, Held]:
     while True:
         try:
             page: dict[str, Any] = api.json(
-                "list_pod_for_all_namespaces", field_selector=BOUND, limit=PAGE, _continue=token
+                "list_pod_for_all_namespaces",
+                # Our own pods are left out by the server: the list grows with the foreign ones.
+                label_selector=f"{INSTANCE}!={kube.instance}",
+                field_selector=BOUND,
+                limit=PAGE,
+                _continue=token,
             )
         except ApiError as e:
             if e.status != 410 or token is None or not restarts:
