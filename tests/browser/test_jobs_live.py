@@ -171,7 +171,8 @@ def test_service_scale_up_preempts_bobs_borrowed_job_live(
     )
     cycle()
     page.locator("#job-live [data-field=status]").get_by_text("Running").wait_for()
-    timeline.get_by_text(re.compile("Resumed from its last checkpoint at")).wait_for()
+    # preempted before its first checkpoint: it starts again from the beginning, and says so
+    timeline.get_by_text(re.compile("Started again from the beginning")).wait_for()
     assert page.evaluate("window.__same_page") is True
 
 
