@@ -221,6 +221,8 @@ class PodCache:
         except Exception as e:
             from kubernetes.client.exceptions import ApiException
 
+            if self.stopping.is_set():
+                return  # stop() closed the stream under the read: whatever it raised, we end
             if isinstance(e, ApiException):
                 status = int(e.status or 0)
                 raise ApiError(status, str(e.reason or "")) from e
