@@ -156,15 +156,20 @@ def _replicas_at(
     return w.replicas
 
 
-def _states(
-    before: object, after: object
-) -> dict[str, tuple[dict[str, object], dict[str, object]]]:
-    """quota name → (state before, state after) of one audit record (a rebalance names two)."""
+def _own_state(
+    name: str, before: object, after: object
+) -> tuple[dict[str, object], dict[str, object]] | None:
+    """The audited quota's own state before and after one record.
+
+    A rebalance writes one record per quota, each holding both quotas' states: each record
+    gives only its own, so the move is undone and replayed once.
+    """
     if not isinstance(before, dict) or not isinstance(after, dict):
-        return {}
+        return None
     if "name" in after:
-        return {str(after["name"]): (before, after)}
-    return {str(k): (before.get(k) or {}, v) for k, v in after.items() if isinstance(v, dict)}
+        return before, after
+    old, new = before.get(name), after.get(name)
+    return (old or {}, new) if isinstance(new, dict) else None
 
 
 def _tree_history(
@@ -172,19 +177,22 @@ def _tree_history(
 ) -> tuple[tuple[core.Quota, ...], tuple[ConfigChange, ...]]:
     """The tree at the warm-up start (today's, later audited changes undone), and those changes."""
     records = QuotaAudit.objects.filter(at__gt=warm, action__in=TREE_ACTIONS).order_by("at", "pk")
-    rows = list(records.values_list("at", "action", "before", "after"))
     names = {q.name for q in snap.quotas}
+    rows = [
+        (at, action, name, states)
+        for at, action, name, before, after in records.values_list(
+            "at", "action", "quota_name", "before", "after"
+        )
+        if name in names and (states := _own_state(name, before, after)) is not None
+    ]
     quotas = snap.quotas
-    for _, _, before, after in reversed(rows):
-        for name, (old, _new) in _states(before, after).items():
-            if name in names and old:
-                quotas = apply_tree(quotas, _state(name, old), snap.nodes, check=False)
+    for _, _, name, (old, _new) in reversed(rows):
+        if old:
+            quotas = apply_tree(quotas, _state(name, old), snap.nodes, check=False)
     history = tuple(
         ConfigChange(at.timestamp(), f"recorded {action} of {name}", _state(name, new))
-        for at, action, before, after in rows
+        for at, action, name, (_old, new) in rows
         if at <= end
-        for name, (_old, new) in _states(before, after).items()
-        if name in names
     )
     return quotas, history
 

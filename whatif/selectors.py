@@ -12,18 +12,6 @@ from quotas.models import Quota
 from whatif.changes import Names
 from whatif.models import WhatIf
 
-LIST_FIELDS = (
-    "pk",
-    "created_at",
-    "created_by__username",
-    "window",
-    "window_start",
-    "window_end",
-    "changes",
-    "status",
-    "progress",
-)
-
 
 def whatif_list() -> QuerySet[WhatIf]:
     """Every replay, newest first, without the (large) results."""

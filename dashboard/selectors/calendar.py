@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlencode
 
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 
 from console.errors import DomainError
 from dashboard.selectors.quotas import (
@@ -20,9 +20,6 @@ from quotas.amounts import Amounts
 from quotas.choices import CalendarAction
 from quotas.models import CalendarRule, Quota
 from quotas.selectors import quota_amounts
-
-# The what-if page of the whatif app, when its URL name is not there to reverse.
-WHAT_IF_PATH = "/what-if/new/"
 
 
 @dataclass(frozen=True)
@@ -77,14 +74,8 @@ def calendar_blast_radius(rule: CalendarRule, *, now: datetime) -> BlastRadius:
 
 
 def what_if_url(rule: CalendarRule) -> str:
-    """The what-if page prefilled with a replay of the last 7 days with the rule in force.
-
-    The whatif app's `whatif:new` when it is installed, else its literal path.
-    """
-    try:
-        base = reverse("whatif:new")
-    except NoReverseMatch:
-        base = WHAT_IF_PATH
+    """The what-if page prefilled with a replay of the last 7 days with the rule in force."""
+    base = reverse("whatif:new")
     change = {
         "kind": "calendar",
         "rule": {

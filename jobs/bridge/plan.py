@@ -19,7 +19,7 @@ from cluster.models import Node
 from jobs.bridge.snapshot import Reading, WorkloadInfo, build
 from jobs.choices import ENDED_STATUSES, EventKind, Kind, PodStatus, Status
 from jobs.models import Pod, Workload
-from jobs.progress import NO_CHECKPOINT, lost_text, percent
+from jobs.progress import NO_CHECKPOINT, lost_text, percent, times
 from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.tree import short_name
 from jobs.scheduling.types import Admission, CycleResult, Pending, Preemption, ScenarioError
@@ -270,7 +270,7 @@ def _start(
         Note(
             w,
             EventKind.PLACED,
-            f"{len(pods)} replica{'' if len(pods) == 1 else 's'} placed on {where}.",
+            f"{times(len(pods), 'replica')} placed on {where}.",
             placement_data(nodes_used, borrowed=not a.in_quota),
         ),
     ]

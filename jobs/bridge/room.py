@@ -33,8 +33,8 @@ def _running(now: datetime) -> core.Snapshot:
     cluster = _cluster(now)
     running = [
         i
-        for i in active_workloads({q.pk: q for q in cluster.quotas})
-        if i.workload.status == Status.RUNNING and i.live_pods
+        for i in active_workloads({q.pk: q for q in cluster.quotas}, statuses=(Status.RUNNING,))
+        if i.live_pods
     ]
     return core.Snapshot(
         now=now.timestamp(),

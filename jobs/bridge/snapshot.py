@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -91,8 +91,11 @@ def _quota(
     )
 
 
-def active_workloads(quotas: Mapping[int, Quota] | None = None) -> list[WorkloadInfo]:
-    """Queued, requeued and running workloads with their pools and live pods (4 queries).
+def active_workloads(
+    quotas: Mapping[int, Quota] | None = None, statuses: Sequence[str] = ACTIVE_STATUSES
+) -> list[WorkloadInfo]:
+    """Queued, requeued and running workloads (or those of `statuses`) with their pools and
+    live pods (4 queries).
 
     Pools (sorted) and live pods are grouped here rather than by prefetch_related, which
     builds a queryset per workload and relation (most of a cycle's snapshot time with a few
@@ -100,7 +103,7 @@ def active_workloads(quotas: Mapping[int, Quota] | None = None) -> list[Workload
     those already read) rather than a joined copy each.
     """
     workloads: list[Workload] = list(
-        Workload.objects.filter(status__in=ACTIVE_STATUSES).order_by("submitted_at", "pk")
+        Workload.objects.filter(status__in=statuses).order_by("submitted_at", "pk")
     )
     quotas = dict(quotas or {})
     missing = {w.quota_id for w in workloads} - quotas.keys()

@@ -289,8 +289,8 @@ def _apply(rule: CalendarRule) -> tuple[str, str]:
         return CalendarOutcome.OK, f"{_sentence(action_words(rule))} from now on."
     assert node_pool is not None
     if rule.action == CalendarAction.SCALE:
-        before = _min_gpus(quota, node_pool)
         current = quota_amounts(quota).get(node_pool.pk, Amounts())
+        before = current.min_gpu // 1000
         outcome = quota_scale_outcome(
             actor=None,
             quota=quota,

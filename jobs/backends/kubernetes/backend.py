@@ -156,7 +156,6 @@ class KubernetesBackend:
         if not self._fresh:
             self.refresh(now=now)
         self._fresh = False
-        self.binder.forget({s.name for s in self.cache.snapshot().values() if not s.node})
         if self._listed is not None:
             self._sync_node_rows(self._listed, now=now)
             self._listed = None
@@ -170,6 +169,7 @@ class KubernetesBackend:
         ]
         wanted = {key(pod) for pod in live}
         cached = list(self.cache.snapshot().values())
+        self.binder.forget({s.name for s in cached if not s.node})
         actual = {s.key: s for s in cached if s.key is not None}
         # The kubelet admits a pod bound by nodeName against what still runs there, so a new
         # pod waits while a pod on its node stops (a preemption victim checkpointing).

@@ -15,7 +15,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from jobs.backends.kubernetes.config import KubeConfig
 from jobs.backends.kubernetes.errors import ApiError
-from jobs.backends.kubernetes.manifest import INSTANCE, owned
+from jobs.backends.kubernetes.manifest import INSTANCE
 
 if TYPE_CHECKING:
     from jobs.backends.kubernetes.api import Api
@@ -75,7 +75,7 @@ def foreign_held(api: Api, kube: KubeConfig) -> dict[str, Held]:
             continue
         for obj in page.get("items") or []:
             phase = (obj.get("status") or {}).get("phase")
-            if phase in ("Succeeded", "Failed") or owned(obj, kube):
+            if phase in ("Succeeded", "Failed"):
                 continue
             node = (obj.get("spec") or {}).get("nodeName")
             if node:
