@@ -182,6 +182,7 @@ def test_a_broken_stream_resumes_from_its_last_version_without_listing(
 ) -> None:
     job = train()
     loop()
+    settle(k8s, cluster)  # the watch has seen the latest version before its stream breaks
     at = str(cluster.latest(selector(k8s.kube)))
     cluster.break_watches(how)
     running(cluster, job)
