@@ -119,7 +119,8 @@ def test_quantum_lets_the_tighter_node_win_small_differences() -> None:
     shapes = [Shape(0.98, 1, 500, 0, 0), Shape(0.02, 1, 500, 4000, 0)]
     state = state_of(Node("big", "T4", 2, 100_000, 1000), Node("small", "T4", 1, 5000, 1000))
     req = (500, 2000, 10)
-    assert FragmentationScorer(state.nodes.values(), shapes).choose(req, ("T4",))[0] == "big"
+    exact = FragmentationScorer(state.nodes.values(), shapes, quantum=0.0)
+    assert exact.choose(req, ("T4",))[0] == "big"
     # compared in steps of 15 the two increases are equal, and the tighter node takes it
     coarse = FragmentationScorer(state.nodes.values(), shapes, quantum=15.0)
     assert coarse.choose(req, ("T4",)) == ("small", (0,))
