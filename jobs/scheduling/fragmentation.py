@@ -39,6 +39,7 @@ MILLI = 1000  # milli-GPU per device
 # Increases of F are compared in steps of this many milli-GPU: steady across the openb lists
 # and seeds (see bench/replay_openb.py); smaller steps let rare multi-GPU shapes decide.
 QUANTUM = 40.0
+TOP_SHAPES = 32  # shapes a learned target keeps: the rest are rare, and each costs scoring time
 
 Req = tuple[int, int, int]  # milli-GPU (a share when < MILLI, else whole devices), cpu, memory
 Choice = tuple[str, tuple[int, ...]]
@@ -114,6 +115,22 @@ def target_workload(
         return []
     ordered = sorted(weights.items(), key=lambda kv: (-kv[1], sorted(kv[0][4]), kv[0][:4]))
     return [Shape(w / total, n, s, cpu, mem, pools) for (n, s, cpu, mem, pools), w in ordered]
+
+
+def popular_shapes(
+    counts: Iterable[tuple[int, int, int, int]], top: int = TOP_SHAPES
+) -> tuple[Shape, ...]:
+    """The `top` most requested GPU task shapes of (milli-GPU, cpu, memory, tasks) rows, each
+    weighted by its share of those shapes' tasks: FGD's popularity. CPU-only rows are left out."""
+    tasks: dict[tuple[int, int, int, int], int] = {}
+    for gpu, cpu, mem, n in counts:
+        count, share = split_gpu(gpu)
+        if count and n > 0:
+            key = (count, share, cpu, mem)
+            tasks[key] = tasks.get(key, 0) + n
+    ranked = sorted(tasks.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    total = sum(n for _, n in ranked)
+    return tuple(Shape(n / total, *key) for key, n in ranked)
 
 
 # The target of a cluster with no recent submissions: GPU shapes by popularity, as on the openb
