@@ -4,7 +4,10 @@ over-allocating, and the openb replay making exactly the cycle's decisions."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +26,7 @@ from jobs.scheduling.types import (
     Workload,
 )
 
+REPO = Path(__file__).resolve().parents[2]
 HALF_SHARES = (Shape(1.0, 1, 500, 0, 0),)
 
 
@@ -204,3 +208,20 @@ def test_the_replay_makes_the_cycles_decisions_arrival_by_arrival(
     batched: list[tuple[Pod, Decision]] = []
     replay(nodes, pods, 1.3, seed, placement, 7, lambda p, d: batched.append((p, d)))
     assert batched == seen
+
+
+def test_a_failing_replay_worker_ends_the_bench_with_its_error(tmp_path: Path) -> None:
+    # the workers read the traces themselves: a pod list without num_gpu fails in them
+    pods = tmp_path / "openb_pod_list_broken.csv"
+    pods.write_text("name,cpu_milli,memory_mib\np1,1000,1024\n")
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,32000,262144,8,T4\n")
+    args = ["--nodes", str(nodes), "--pods", str(pods), "--seeds", "2", "--jobs", "2"]
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "replay_openb.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,  # a hang fails the test instead of blocking the suite
+    )
+    assert done.returncode != 0
+    assert "KeyError: 'num_gpu'" in done.stderr
