@@ -259,7 +259,9 @@ def measure(
         "seeds": args.seeds,
         "inflate": args.inflate,
         "core": "compiled" if COMPILED else "pure",
-        "gpu_alloc_pct_at_100": round(statistics.mean(r["at_100"] for r in runs), 2),
+        "gpu_alloc_pct_at_100": (
+            round(statistics.mean(r["at_100"] for r in runs), 2) if args.inflate >= 1 else None
+        ),
         "gpu_alloc_pct_at_130": round(statistics.mean(at_130), 2),
         "at_130_min": round(min(at_130), 2),
         "at_130_max": round(max(at_130), 2),
