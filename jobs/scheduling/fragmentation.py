@@ -39,6 +39,7 @@ MILLI = 1000  # milli-GPU per device
 # Increases of F are compared in steps of this many milli-GPU: steady across the openb lists
 # and seeds (see bench/replay_openb.py); smaller steps let rare multi-GPU shapes decide.
 QUANTUM = 40.0
+_MEMO_KEPT = 200_000  # node states remembered per table of F (tables outlive cycles)
 TOP_SHAPES = 32  # shapes a learned target keeps: the rest are rare, and each costs scoring time
 
 Req = tuple[int, int, int]  # milli-GPU (a share when < MILLI, else whole devices), cpu, memory
@@ -197,6 +198,8 @@ class _Table:
         got = self.memo.get(sig)
         if got is not None:
             return got
+        if len(self.memo) >= _MEMO_KEPT:
+            self.memo.clear()  # tables outlive cycles: a long-running process stays bounded
         dev, cpu, mem = sig
         free = sum(dev)
         out = 0.0
