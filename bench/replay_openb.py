@@ -159,18 +159,18 @@ class Replay:
             self._job(f"run-{i:04}", pod, tuple(pl))
             for i, (pod, pl) in enumerate(self.running.items())
         ]
-        arrivals = [self._job(f"pod-{i:04}", pod, ()) for i, pod in enumerate(batch)]
+        new = [self._job(f"pod-{i:04}", pod, ()) for i, pod in enumerate(batch)]
         snap = Snapshot(
             float(self.cycles),
             self.nodes,
             self.quotas,
-            (*running, *arrivals),
+            (*running, *new),
             target=self.target,
             placement=self.placement,
         )
         placed = {a.workload: a.placements[0] for a in run_cycle(snap).admitted}
         out: list[Decision] = []
-        for w, pod in zip(arrivals, batch, strict=True):
+        for w, pod in zip(new, batch, strict=True):
             p = placed.get(w.name)
             if p is not None:
                 self.running.setdefault(pod, []).append(p)
