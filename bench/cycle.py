@@ -9,6 +9,7 @@ import json
 import random
 import resource
 import statistics
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -17,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import OPENB_TRACES  # noqa: E402
+from bench import OPENB_TRACES, isolated  # noqa: E402
 from jobs.scheduling._loader import load  # noqa: E402
 
 COMPILED = load() == "compiled"  # before the core's modules are imported
@@ -242,6 +243,24 @@ def measure(snap: Snapshot, runs: int) -> dict[str, object]:
     }
 
 
+def side_by_side(other: Path, argv: list[str]) -> dict[str, object]:
+    """The same run in `other`'s checkout and in this one, each in its own process, with the
+    ratio of the median times (this / other) per scenario."""
+    rest = [a for i, a in enumerate(argv) if a != "--against" and argv[i - 1 : i] != ["--against"]]
+    runs: dict[str, dict[str, object]] = {}
+    for label, cwd in (("against", other), ("this", REPO)):
+        done = subprocess.run(
+            isolated("bench/cycle.py", *rest), cwd=cwd, capture_output=True, text=True, check=True
+        )
+        runs[label] = json.loads(done.stdout.strip().splitlines()[-1])
+    ratios = {
+        k: round(float(v["median_s"]) / float(runs["against"][k]["median_s"]), 3)  # type: ignore[index]
+        for k, v in runs["this"].items()
+        if isinstance(v, dict) and isinstance(runs["against"].get(k), dict)
+    }
+    return {"against": str(other), **runs, "median_ratio_this_over_against": ratios}
+
+
 def main() -> None:
     """Run scenarios (a) and (b), calm and storm, or a small smoke run with --quick."""
     parser = argparse.ArgumentParser()
@@ -249,7 +268,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only", choices=("a", "b"))
     parser.add_argument("--mode", choices=("calm", "storm"))
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout (e.g. main): run the same scenarios there first, print both",
+    )
     args = parser.parse_args()
+    if args.against is not None:
+        print(json.dumps(side_by_side(args.against, sys.argv[1:])))
+        return
     out: dict[str, object] = {"core": "compiled" if COMPILED else "pure"}
     modes = [m for m in ("calm", "storm") if args.mode in (None, m)]
     if args.quick:

@@ -9,6 +9,7 @@ from django.utils.safestring import mark_safe
 from django.views.generic import TemplateView
 
 from cluster.models import NodePool
+from console import clock
 from console.numbers import is_digits
 from console.permissions import PlatformAdminRequiredMixin
 from dashboard.charts import dashboard_figures, plot_time
@@ -23,6 +24,7 @@ from dashboard.selectors.usage import (
     node_grid,
     usage_series,
 )
+from jobs.bridge.placement_target import placement_target, shape_label
 
 
 class ClusterDashboardView(PlatformAdminRequiredMixin, TemplateView):
@@ -31,13 +33,17 @@ class ClusterDashboardView(PlatformAdminRequiredMixin, TemplateView):
     template_name = "dashboard/cluster.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        """The figures and the live feed's settings (6 queries whatever the data size)."""
+        """The figures, the live feed's settings, the placement target and the fragmentation
+        per node pool (9 queries whatever the data size)."""
         context = super().get_context_data(**kwargs)
         series = usage_series()
         allocation = allocation_now()
         context["figures"] = dashboard_figures(series, allocation)
         context["series"] = series
         context["allocation"] = allocation
+        target = placement_target(clock.now())
+        context["target"] = target
+        context["target_shapes"] = [(shape_label(s), round(100 * s.p)) for s in target.shapes]
         context["bucket_minutes"] = int(BUCKET.total_seconds() // 60)
         context["live"] = {
             "path": "/ws/cluster/",

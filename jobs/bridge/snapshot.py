@@ -5,17 +5,23 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+
+from django.db.models import Sum
 
 from cluster.choices import GpuSharing
 from cluster.models import Node, ResourcePool
 from jobs.choices import ACTIVE_STATUSES, LIVE_POD_STATUSES, WAITING_STATUSES
 from jobs.models import Pod, Workload
 from jobs.scheduling import types as core
+from jobs.scheduling.fragmentation import Shape, popular_shapes
 from quotas.models import Quota, QuotaResource
 from workspaces.models import Workspace
 
 UNLIMITED = 10**15  # a max component left unset: no limit on that resource
+# The target workload placement expects is learned from the submissions of this window.
+TARGET_DAYS = 7
+TARGET_WORKLOADS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +218,26 @@ def _cluster(now: datetime) -> _Cluster:
     )
 
 
+def learned_target(now: datetime) -> tuple[Shape, ...]:
+    """The task shapes of the latest submissions (the last TARGET_WORKLOADS of the last
+    TARGET_DAYS days), each weighted by its tasks (replicas), in one aggregate query.
+
+    Empty when nothing with a GPU was submitted: the core then uses its DEFAULT_TARGET.
+    """
+    recent = (
+        Workload.objects.filter(submitted_at__gt=now - timedelta(days=TARGET_DAYS))
+        .order_by("-submitted_at", "-pk")
+        .values("pk")[:TARGET_WORKLOADS]
+    )
+    rows = (
+        Workload.objects.filter(pk__in=recent, gpu__gt=0)
+        .values_list("gpu", "cpu", "memory")
+        .annotate(tasks=Sum("replicas"))
+        .order_by()
+    )
+    return popular_shapes((g, c, m, n or 0) for g, c, m, n in rows)
+
+
 def build(now: datetime) -> Reading:
     """Snapshot the database for one cycle in a fixed number of queries."""
     cluster = _cluster(now)
@@ -224,5 +250,6 @@ def build(now: datetime) -> Reading:
         quotas=cluster.core_quotas,
         workloads=tuple(to_core_workload(i) for i in workloads),
         idle_scope=cluster.idle_scope,
+        target=learned_target(now),
     )
     return Reading(snapshot, {core_name(i.workload): i for i in workloads}, cluster.nodes)

@@ -117,6 +117,9 @@ class Cycle:
         # per pool, whether w fits In Quota; a failed placement leaves the state as it was,
         # so reclaim below need not ask again
         entitled: dict[str, bool] = {}
+        # the pools the quotas let w into, and where in `reasons` a failed placement's goes
+        open_pools: list[str] = []
+        at = -1
         if not borrow:
             # In Quota: entitlement along the chain, max, then a node for every replica.
             for pool in pools:
@@ -128,10 +131,8 @@ class Cycle:
                 if max_gap(state, w, pool, count) is not None:
                     reasons.append(self._quota_reason(w, pool, count, None))
                     continue
-                placed = place_replicas(state, w, count, True, [pool])
-                if placed is not None:
-                    return Outcome(placed, True)
-                reasons.append(explain_no_fit(state, w))
+                open_pools.append(pool)
+                at = len(reasons) if at < 0 else at
         else:
             # Borrowing: only idle capacity, within max and (first pass) the fair share.
             need = demand(w, count)[0]
@@ -150,11 +151,15 @@ class Cycle:
                             f"{quota_label(w.quota)} has borrowed its fair share of idle "
                             f"GPUs in pool {pool}",
                         )
+                        at = at + 1 if at >= 0 else at
                         continue
-                placed = place_replicas(state, w, count, False, [pool])
-                if placed is not None:
-                    return Outcome(placed, False)
-                reasons.append(explain_no_fit(state, w))
+                open_pools.append(pool)
+                at = len(reasons) if at < 0 else at
+        if open_pools:
+            placed = _place(state, w, count, not borrow, open_pools)
+            if placed is not None:
+                return Outcome(placed, not borrow)
+            reasons.insert(at, explain_no_fit(state, w))
         # Preemption, in DESIGN's order; each kind restores the state when it cannot help.
         # In Quota, only reclaim, child-level and priority preemption (the preemptor ends up
         # In Quota); borrowing, only fair-share reclaim, which is between borrowers.
@@ -296,6 +301,22 @@ class Cycle:
             f"{head}, and only {fmt_gpu(idle)} idle {'GPU' if idle == 1000 else 'GPUs'} can be "
             f"borrowed there (it needs {gpus(need)})"
         )
+
+
+def _place(
+    state: State, w: Workload, count: int, in_quota: bool, pools: list[str]
+) -> list[Choice] | None:
+    """Place count replicas in the open pools. One replica goes to the best node of any of
+    them (the pools a workload accepts are a set: its placement scores nodes across them, as
+    FGD does across GPU models); a gang, whose quota checks hold per pool, to the first pool
+    that takes all of it."""
+    if count == 1:
+        return place_replicas(state, w, 1, in_quota, pools)
+    for pool in pools:
+        placed = place_replicas(state, w, count, in_quota, [pool])
+        if placed is not None:
+            return placed
+    return None
 
 
 def _first(reasons: list[str]) -> str:

@@ -18,20 +18,39 @@ also compares coarse scores (a sigmoid of the decrease, truncated to integers 0.
 
 Nodes in the same state (pool, free shares per device, CPU, memory) score alike, so the scorer
 groups them by that signature and caches F per state and the best move per (state, request).
+A heap per (pool, request) keeps the states ranked, so a placement looks only at states new
+since the last one. Ties go to the tighter state (less GPU, then CPU left), then to the state's
+signature, and within a state to the first node name: the choice depends on the state only.
+
+This is the live cycle's placement (jobs.scheduling.placement.find_node). An inference replica
+adds one term in front of the score: fewer replicas of the same service on the node first, so
+its replicas spread over nodes for availability.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 MILLI = 1000  # milli-GPU per device
+# Increases of F are compared in steps of this many milli-GPU: steady across the openb lists
+# and seeds (see bench/replay_openb.py); smaller steps let rare multi-GPU shapes decide.
+QUANTUM = 40.0
+_MEMO_KEPT = 200_000  # node states remembered per table of F (tables outlive cycles)
+TOP_SHAPES = 32  # shapes a learned target keeps: the rest are rare, and each costs scoring time
 
 Req = tuple[int, int, int]  # milli-GPU (a share when < MILLI, else whole devices), cpu, memory
 Choice = tuple[str, tuple[int, ...]]
-Sig = tuple[tuple[int, ...], int, int]  # free shares sorted ascending, CPU, memory
+# free shares sorted ascending, CPU, memory, and what the node hands out (HANDS_* bits)
+Sig = tuple[tuple[int, ...], int, int, int]
+HANDS_SHARES = 1  # fractions of a GPU (time-slicing, MPS)
+HANDS_WHOLE = 2  # whole GPUs
+HANDS_ANY = HANDS_SHARES | HANDS_WHOLE
+# a ranked state: (increase of F in steps, GPU left, CPU left, signature, free share taken)
+Ranked = tuple[float, int, int, Sig, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +80,12 @@ class NodeView(Protocol):
     def mem(self) -> int: ...
     @property
     def schedulable(self) -> bool: ...
+    @property
+    def residents(self) -> dict[str, int]: ...
+    @property
+    def shares(self) -> bool: ...
+    @property
+    def whole(self) -> bool: ...
 
 
 def split_gpu(gpu: int) -> tuple[int, int]:
@@ -101,10 +126,44 @@ def target_workload(
     return [Shape(w / total, n, s, cpu, mem, pools) for (n, s, cpu, mem, pools), w in ordered]
 
 
-def shape_fragment(dev: Sequence[int], cpu: int, mem: int, pool: str, s: Shape) -> int:
+def popular_shapes(
+    counts: Iterable[tuple[int, int, int, int]], top: int = TOP_SHAPES
+) -> tuple[Shape, ...]:
+    """The `top` most requested GPU task shapes of (milli-GPU, cpu, memory, tasks) rows, each
+    weighted by its share of those shapes' tasks: FGD's popularity. CPU-only rows are left out."""
+    tasks: dict[tuple[int, int, int, int], int] = {}
+    for gpu, cpu, mem, n in counts:
+        count, share = split_gpu(gpu)
+        if count and n > 0:
+            key = (count, share, cpu, mem)
+            tasks[key] = tasks.get(key, 0) + n
+    ranked = sorted(tasks.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    total = sum(n for _, n in ranked)
+    return tuple(Shape(n / total, *key) for key, n in ranked)
+
+
+# The target of a cluster with no recent submissions: GPU shapes by popularity, as on the openb
+# default trace rounded (half of the tasks take one whole GPU, a third share one, the rest take
+# 2, 4 or 8), with no CPU or memory demand. The bridge replaces it with the cluster's own.
+DEFAULT_TARGET: tuple[Shape, ...] = (
+    Shape(0.50, 1, MILLI, 0, 0),
+    Shape(0.15, 1, 500, 0, 0),
+    Shape(0.10, 1, 250, 0, 0),
+    Shape(0.10, 1, 800, 0, 0),
+    Shape(0.07, 2, MILLI, 0, 0),
+    Shape(0.05, 4, MILLI, 0, 0),
+    Shape(0.03, 8, MILLI, 0, 0),
+)
+
+
+def shape_fragment(
+    dev: Sequence[int], cpu: int, mem: int, pool: str, s: Shape, hands: int = HANDS_ANY
+) -> int:
     """Free milli-GPU of a node that one task of shape s could not use."""
     free = sum(dev)
     if s.pools and pool not in s.pools:
+        return free
+    if not hands & (HANDS_WHOLE if s.share == MILLI else HANDS_SHARES):
         return free
     if s.cpu > cpu or s.mem > mem:
         return free
@@ -119,12 +178,17 @@ def shape_fragment(dev: Sequence[int], cpu: int, mem: int, pool: str, s: Shape) 
 
 
 def fragmentation(
-    dev: Sequence[int], cpu: int, mem: int, pool: str, shapes: Sequence[Shape]
+    dev: Sequence[int],
+    cpu: int,
+    mem: int,
+    pool: str,
+    shapes: Sequence[Shape],
+    hands: int = HANDS_ANY,
 ) -> float:
     """F_n(M): the expected milli-GPU of the node that a task drawn from M could not use."""
     if sum(dev) == 0:
         return 0.0
-    return sum(s.p * shape_fragment(dev, cpu, mem, pool, s) for s in shapes)
+    return sum(s.p * shape_fragment(dev, cpu, mem, pool, s, hands) for s in shapes)
 
 
 class _Table:
@@ -151,13 +215,19 @@ class _Table:
         got = self.memo.get(sig)
         if got is not None:
             return got
-        dev, cpu, mem = sig
+        if len(self.memo) >= _MEMO_KEPT:
+            self.memo.clear()  # tables outlive cycles: a long-running process stays bounded
+        dev, cpu, mem, hands = sig
         free = sum(dev)
         out = 0.0
         if free:
             # dev is sorted ascending: devices with at least `share` free are a suffix
             for p, n, share, c, m in self.rows:
-                if c > cpu or m > mem:
+                if (
+                    c > cpu
+                    or m > mem
+                    or not hands & (HANDS_WHOLE if share == MILLI else HANDS_SHARES)
+                ):
                     out += p * free
                     continue
                 small = 0
@@ -172,39 +242,70 @@ class _Table:
         return out
 
 
+# F per state depends on the pool and the target only: tables outlive a scorer, so cycle after
+# cycle on the same target reuses what earlier cycles computed (a few targets at most are live)
+_TABLES: dict[tuple[str, tuple[Shape, ...]], _Table] = {}
+_TABLES_KEPT = 64
+
+
+def _table(pool: str, shapes: tuple[Shape, ...]) -> _Table:
+    """The shared table of F for a pool and a target."""
+    key = (pool, shapes)
+    got = _TABLES.get(key)
+    if got is None:
+        if len(_TABLES) >= _TABLES_KEPT:
+            _TABLES.clear()
+        got = _TABLES[key] = _Table(pool, shapes)
+    return got
+
+
 def _signature(ns: NodeView) -> Sig:
-    return (tuple(sorted(ns.dev)), ns.cpu, ns.mem)
+    hands = (HANDS_SHARES if ns.shares else 0) | (HANDS_WHOLE if ns.whole else 0)
+    return (tuple(sorted(ns.dev)), ns.cpu, ns.mem, hands)
 
 
 class FragmentationScorer:
     """Place tasks one by one on the node whose fragmentation F grows least.
 
     Increases of F are compared exactly, or in whole multiples of `quantum` milli-GPU when it is
-    positive. Ties go to the tighter node (less free GPU left, then less CPU left, then the node
-    name). Call `update(node)` after changing a node's free resources.
+    positive. Ties go to the tighter node (less free GPU left, then less CPU left), then to the
+    state signature, then to the node name. Call `update(node)` after changing a node's free
+    resources.
     """
 
-    def __init__(self, nodes: Iterable[NodeView], shapes: Sequence[Shape], quantum: float = 0.0):
+    def __init__(
+        self, nodes: Iterable[NodeView], shapes: Sequence[Shape], quantum: float = QUANTUM
+    ) -> None:
         if quantum < 0:
             raise ValueError(f"quantum must be 0 or more, got {quantum}")
-        self.shapes = list(shapes)
+        self.shapes = tuple(shapes)
         self.quantum = quantum
-        self.nodes: dict[str, NodeView] = {}
         self.sig: dict[str, Sig] = {}
-        # pool -> signature -> nodes in that state (dicts keep insertion order: deterministic)
+        # pool -> signature -> nodes in that state
         self.groups: dict[str, dict[Sig, dict[str, NodeView]]] = {}
+        # pool -> signatures in the order their groups appeared (ranked heaps catch up on it)
+        self.born: dict[str, list[Sig]] = {}
         self.tables: dict[str, _Table] = {}
         self.moves: dict[tuple[str, Sig, Req], tuple[float, int, int, int] | None] = {}
-        for ns in sorted(nodes, key=lambda n: n.name):
+        # (pool, request) -> (heap of ranked states, how many of born[pool] it has seen)
+        self.heaps: dict[tuple[str, Req], tuple[list[Ranked], list[int]]] = {}
+        for ns in nodes:
             if not ns.schedulable:
                 continue
-            self.nodes[ns.name] = ns
             if ns.pool not in self.groups:
                 self.groups[ns.pool] = {}
-                self.tables[ns.pool] = _Table(ns.pool, self.shapes)
-            sig = _signature(ns)
-            self.sig[ns.name] = sig
-            self.groups[ns.pool].setdefault(sig, {})[ns.name] = ns
+                self.born[ns.pool] = []
+                self.tables[ns.pool] = _table(ns.pool, self.shapes)
+            self._file(ns, _signature(ns))
+
+    def _file(self, ns: NodeView, sig: Sig) -> None:
+        groups = self.groups[ns.pool]
+        members = groups.get(sig)
+        if members is None:
+            members = groups[sig] = {}
+            self.born[ns.pool].append(sig)
+        members[ns.name] = ns
+        self.sig[ns.name] = sig
 
     def update(self, ns: NodeView) -> None:
         """Re-file a node whose free resources changed."""
@@ -219,8 +320,7 @@ class FragmentationScorer:
         del members[ns.name]
         if not members:
             del groups[old]
-        groups.setdefault(new, {})[ns.name] = ns
-        self.sig[ns.name] = new
+        self._file(ns, new)
 
     def _move(self, pool: str, sig: Sig, req: Req) -> tuple[float, int, int, int] | None:
         """(score, free share of the device taken or -1, GPU left, CPU left), None if no fit."""
@@ -237,24 +337,26 @@ class FragmentationScorer:
         return float(math.floor(exact / self.quantum)) if self.quantum else exact
 
     def _evaluate(self, pool: str, sig: Sig, req: Req) -> tuple[float, int, int, int] | None:
-        dev, cpu, mem = sig
+        dev, cpu, mem, hands = sig
         gpu, c, m = req
         if c > cpu or m > mem:
             return None
+        n, share = split_gpu(gpu)
+        if n and not hands & (HANDS_WHOLE if share == MILLI else HANDS_SHARES):
+            return None  # the device plugin does not hand out this kind of GPU here
         table = self.tables[pool]
         before = table.frag(sig)
-        n, share = split_gpu(gpu)
         free = sum(dev)
         best: tuple[float, int, int, int] | None = None
         if n == 0:
-            delta = table.frag((dev, cpu - c, mem - m)) - before
+            delta = table.frag((dev, cpu - c, mem - m, hands)) - before
             return (self._step(delta), -1, free, cpu - c)
         if share == MILLI:
             whole = sum(1 for d in dev if d == MILLI)
             if whole < n:
                 return None
             after = tuple(sorted(dev[: len(dev) - n] + (0,) * n))
-            delta = table.frag((after, cpu - c, mem - m)) - before
+            delta = table.frag((after, cpu - c, mem - m, hands)) - before
             left = free - gpu
             return (self._step(delta), -1, left, cpu - c)
         seen = -1
@@ -265,38 +367,97 @@ class FragmentationScorer:
             rest = list(dev[:i] + dev[i + 1 :])
             rest.append(d - share)
             rest.sort()
-            delta = table.frag((tuple(rest), cpu - c, mem - m)) - before
+            delta = table.frag((tuple(rest), cpu - c, mem - m, hands)) - before
             left = free - share
             cand = (self._step(delta), d, left, cpu - c)
             if best is None or cand < best:
                 best = cand
         return best
 
-    def choose(self, req: Req, pools: Sequence[str]) -> Choice | None:
-        """The node and devices for one task over the accepted pools; None when nothing fits."""
-        gpu, c, m = req
-        n, share = split_gpu(gpu)
-        best_key: tuple[float, int, int, str] | None = None
-        best: tuple[NodeView, int] | None = None
-        for pool in pools:
-            groups = self.groups.get(pool)
-            if groups is None:
+    def _ranked(self, pool: str, req: Req) -> list[Ranked]:
+        """The pool's heap of states ranked for req, caught up with the states new since."""
+        groups = self.groups[pool]
+        born = self.born[pool]
+        got = self.heaps.get((pool, req))
+        if got is None:
+            heap: list[Ranked] = []
+            seen = [0]
+            self.heaps[(pool, req)] = (heap, seen)
+            fresh: Iterable[Sig] = list(groups)
+        else:
+            heap, seen = got
+            fresh = born[seen[0] :]
+        seen[0] = len(born)
+        for sig in fresh:
+            if sig not in groups:
                 continue
-            for sig, members in groups.items():
-                dev, cpu, mem = sig
-                if c > cpu or m > mem or (n and (not dev or dev[-1] < share)):
+            mv = self._move(pool, sig, req)
+            if mv is not None:
+                heapq.heappush(heap, (mv[0], mv[2], mv[3], sig, mv[1]))
+        # states that no node is in any more leave from the top
+        while heap and heap[0][3] not in groups:
+            heapq.heappop(heap)
+        return heap
+
+    def _spread(
+        self, pool: str, heap: list[Ranked], owner: str
+    ) -> tuple[int, Ranked, NodeView] | None:
+        """The best state with a node free of owner's replicas (or the fewest of them)."""
+        groups = self.groups[pool]
+        popped: list[Ranked] = []
+        best: tuple[int, Ranked, NodeView] | None = None
+        while heap:
+            top = heapq.heappop(heap)
+            members = groups.get(top[3])
+            if members is None:
+                continue
+            popped.append(top)
+            ns = min(members.values(), key=lambda n: (n.residents.get(owner, 0), n.name))
+            mine = ns.residents.get(owner, 0)
+            if best is None or mine < best[0]:
+                best = (mine, top, ns)
+            if mine == 0:
+                break
+        for top in popped:
+            heapq.heappush(heap, top)
+        return best
+
+    def choose(
+        self, req: Req, pools: Sequence[str], spread_owner: str | None = None
+    ) -> Choice | None:
+        """The node and devices for one task over the accepted pools; None when nothing fits.
+
+        With spread_owner (an inference service), nodes with fewer of its replicas come first.
+        """
+        n, share = split_gpu(req[0])
+        best: tuple[int, Ranked, NodeView] | None = None
+        for pool in pools:
+            if pool not in self.groups:
+                continue
+            heap = self._ranked(pool, req)
+            if not heap:
+                continue
+            if spread_owner is not None:
+                found = self._spread(pool, heap, spread_owner)
+                if found is None:
                     continue
-                mv = self._move(pool, sig, req)
-                if mv is None:
-                    continue
-                ns = next(iter(members.values()))
-                key = (mv[0], mv[2], mv[3], ns.name)
-                if best_key is None or key < best_key:
-                    best_key, best = key, (ns, mv[1])
+            else:
+                top = heap[0]
+                found = (0, top, min(self.groups[pool][top[3]].values(), key=_name))
+            if (
+                best is None
+                or found[:2] < best[:2]
+                or (found[:2] == best[:2] and found[2].name < best[2].name)
+            ):
+                best = found
         if best is None:
             return None
-        ns, taken = best
-        return ns.name, _devices(ns.dev, n, share, taken)
+        ns = best[2]
+        return ns.name, _devices(ns.dev, n, share, best[1][4])
+
+
+def _name(ns: NodeView) -> str:
+    return ns.name
 
 
 def _devices(dev: Sequence[int], n: int, share: int, taken: int) -> tuple[int, ...]:

@@ -1,4 +1,12 @@
-"""Placement of replicas on nodes: bin-packing, spreading, and GPU sharing per device."""
+"""Placement of replicas on nodes: fragmentation-aware (the default) or best fit, with GPU sharing
+per device and inference replicas spread over nodes.
+
+The snapshot's `placement` picks the policy for the whole cycle: "fgd" asks the state's
+FragmentationScorer (jobs.scheduling.fragmentation) for the node where the expected
+fragmentation under the target workload grows least; "bestfit" walks the buckets below for the
+tightest fit. Every placement of the cycle (admission, trial placements, preemption) goes
+through find_node.
+"""
 
 from __future__ import annotations
 
@@ -85,6 +93,8 @@ def find_node(
     state: State, req: Vec, pools: Sequence[str], spread: bool, owner: str | None = None
 ) -> Choice | None:
     """Best node for one replica over the accepted pools; None when nothing fits."""
+    if state.placement == "fgd":
+        return state.scorer().choose(req, pools, owner if spread else None)
     best: tuple[NodeState, tuple[int, ...]] | None = None
     best_key: tuple[int, int, int, str] | None = None
     for pool in pools:
@@ -282,71 +292,3 @@ def explain_no_fit(state: State, w: Workload) -> str:
             f"and {req.memory} MiB of memory"
         )
     return f"no node in pool {pools} has {what}"
-
-
-Profile = list[tuple[float, int, int, int]]  # (popularity, milli-GPU, cpu, memory) per task type
-FGD_SCAN = 16  # nodes inspected per bucket: nodes in one bucket tend to look alike
-
-
-def workload_profile(tasks: Sequence[tuple[int, int, int]], top: int = 8) -> Profile:
-    """The most common task shapes and their popularity, FGD's target workload."""
-    counts: dict[tuple[int, int, int], int] = {}
-    for t in tasks:
-        counts[t] = counts.get(t, 0) + 1
-    common = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
-    total = sum(c for _, c in common) or 1
-    return [(c / total, g, cpu, mem) for (g, cpu, mem), c in common]
-
-
-def fragmentation(dev: Sequence[int], cpu: int, mem: int, profile: Profile) -> float:
-    """Expected milli-GPU on a node that the typical task could not use (FGD, Weng et al.)."""
-    free = sum(dev)
-    if free == 0:
-        return 0.0
-    full = sum(1 for d in dev if d == MILLI)
-    partial = free - full * MILLI
-    out = 0.0
-    for pop, g, c, m in profile:
-        if c > cpu or m > mem:
-            out += pop * free
-        elif g >= MILLI:
-            out += pop * (free if full < g // MILLI else partial)
-        else:
-            out += pop * sum(d for d in dev if d < g)
-    return out
-
-
-def find_node_fgd(state: State, req: Vec, pools: Sequence[str], profile: Profile) -> Choice | None:
-    """The node whose fragmentation grows least when it takes the replica."""
-    best: Choice | None = None
-    best_key: tuple[float, str] | None = None
-    gpu = req[0]
-    for pool in pools:
-        index = state.pools.get(pool)
-        if index is None:
-            continue
-        buckets: list[dict[str, NodeState]] = []
-        if 0 < gpu < MILLI:
-            buckets.extend(index.by_level[gpu // LEVEL :])
-            buckets.extend(index.by_full[1:])
-        else:
-            buckets.extend(index.by_full[max(gpu // MILLI, 0) :])
-        for bucket in buckets:
-            scanned = 0
-            for ns in bucket.values():
-                dv = fits(ns, req)
-                if dv is None:
-                    continue
-                before = fragmentation(ns.dev, ns.cpu, ns.mem, profile)
-                after_dev = list(ns.dev)
-                share = gpu if gpu < MILLI else MILLI
-                for i in dv:
-                    after_dev[i] -= share
-                after = fragmentation(after_dev, ns.cpu - req[1], ns.mem - req[2], profile)
-                key = (after - before, ns.name)
-                if best_key is None or key < best_key:
-                    best, best_key = (ns.name, dv), key
-                scanned += 1
-                if scanned >= FGD_SCAN:
-                    break
-    return best

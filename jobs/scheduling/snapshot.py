@@ -7,8 +7,9 @@ from collections.abc import Iterable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
+from .fragmentation import DEFAULT_TARGET, FragmentationScorer
 from .tree import QuotaTree, Vec, add_row
-from .types import MILLI, Placement, ScenarioError, Snapshot, Workload, work_lost
+from .types import MILLI, PLACEMENTS, Placement, ScenarioError, Snapshot, Workload, work_lost
 
 if TYPE_CHECKING:
     from .preemption.base import Window
@@ -153,7 +154,15 @@ class State:
 
         if snap.idle_scope not in ("tree", "pool"):
             raise ScenarioError(f"idle_scope must be tree or pool, not {snap.idle_scope!r}")
+        if snap.placement not in PLACEMENTS:
+            raise ScenarioError(f"placement must be fgd or bestfit, not {snap.placement!r}")
         self.now = snap.now
+        self.placement = snap.placement
+        self.target = snap.target or DEFAULT_TARGET
+        # the fragmentation scorer, built at the first placement; nodes changed since its
+        # last look are re-filed before the next one
+        self._scorer: FragmentationScorer | None = None
+        self._changed: dict[str, NodeState] = {}
         self.idle_scope = snap.idle_scope
         self.tree = QuotaTree(snap.quotas)
         self.nodes: dict[str, NodeState] = {}
@@ -248,6 +257,8 @@ class State:
         ns.mem -= req[2]
         ns.residents[owner] = ns.residents.get(owner, 0) + 1
         ns.refresh()
+        if self._scorer is not None:
+            self._changed[ns.name] = ns
 
     def _give(self, ns: NodeState, req: Vec, devices: tuple[int, ...], owner: str) -> None:
         ns.freed += 1
@@ -262,6 +273,8 @@ class State:
         else:
             del ns.residents[owner]
         ns.refresh()
+        if self._scorer is not None:
+            self._changed[ns.name] = ns
 
     def _account(self, e: Entry, sign: int, counts: dict[str, int] | None = None) -> None:
         """Add (sign=1) or remove (sign=-1) an entry's usage along its quota chain: all of
@@ -546,6 +559,16 @@ class State:
             del self.by_quota[w.quota][w.name]
 
     # --- reads ---------------------------------------------------------------------------
+
+    def scorer(self) -> FragmentationScorer:
+        """The fragmentation scorer over the nodes as they are now."""
+        if self._scorer is None:
+            self._scorer = FragmentationScorer(self.nodes.values(), self.target)
+        elif self._changed:
+            for ns in self._changed.values():
+                self._scorer.update(ns)
+            self._changed.clear()
+        return self._scorer
 
     def victims_at(self, quota: str, pool: str, niq_only: bool) -> list[Entry]:
         """Running training of one quota in one pool (only Not in Quota with niq_only)."""

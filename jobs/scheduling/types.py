@@ -6,12 +6,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from .fragmentation import Shape
+
 MILLI: Final = 1000  # milli-GPUs per GPU device
 
 KINDS = ("training", "inference", "interactive")
 IDLE_POLICIES = ("none", "acceptable", "idle_only")
 QUEUE_STRATEGIES = ("priority", "fifo")
 IDLE_SCOPES = ("tree", "pool")
+# How replicas are placed: "fgd" descends the expected fragmentation under the target workload
+# (jobs.scheduling.fragmentation), "bestfit" packs into the tightest node (the replay's baseline).
+PLACEMENTS = ("fgd", "bestfit")
 # Why a victim was evicted: reclaim (it ran on borrowed capacity), child-level preemption,
 # priority within a quota, fair-share reclaim among borrowers, or a smaller min (it ran Not in
 # Quota because its quota's min no longer covered it, and the capacity was taken back).
@@ -131,13 +136,19 @@ class Workload:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """Everything one cycle needs; `now` is the injected clock."""
+    """Everything one cycle needs; `now` is the injected clock.
+
+    `target` is the workload placement expects (task shapes with their popularity, learned by
+    the bridge from recent submissions); empty means fragmentation.DEFAULT_TARGET.
+    """
 
     now: float
     nodes: tuple[Node, ...]
     quotas: tuple[Quota, ...]
     workloads: tuple[Workload, ...]
     idle_scope: str = "tree"
+    target: tuple[Shape, ...] = ()
+    placement: str = "fgd"
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,8 +90,9 @@ def test_cached_table_agrees_with_the_definition() -> None:
         for _ in range(200):
             dev = tuple(sorted(rng.choice([0, 90, 190, 530, 1000]) for _ in range(4)))
             cpu = rng.randrange(0, 10_000, 250)
-            want = fragmentation(dev, cpu, BIG, pool, shapes)
-            assert table.frag((dev, cpu, BIG)) == pytest.approx(want)
+            hands = rng.choice([1, 2, 3])  # shares only, whole GPUs only, both
+            want = fragmentation(dev, cpu, BIG, pool, shapes, hands)
+            assert table.frag((dev, cpu, BIG, hands)) == pytest.approx(want)
 
 
 def test_prefers_the_node_whose_fragmentation_grows_least() -> None:
@@ -119,13 +120,32 @@ def test_quantum_lets_the_tighter_node_win_small_differences() -> None:
     shapes = [Shape(0.98, 1, 500, 0, 0), Shape(0.02, 1, 500, 4000, 0)]
     state = state_of(Node("big", "T4", 2, 100_000, 1000), Node("small", "T4", 1, 5000, 1000))
     req = (500, 2000, 10)
-    assert FragmentationScorer(state.nodes.values(), shapes).choose(req, ("T4",))[0] == "big"
+    exact = FragmentationScorer(state.nodes.values(), shapes, quantum=0.0)
+    assert exact.choose(req, ("T4",))[0] == "big"
     # compared in steps of 15 the two increases are equal, and the tighter node takes it
     coarse = FragmentationScorer(state.nodes.values(), shapes, quantum=15.0)
     assert coarse.choose(req, ("T4",)) == ("small", (0,))
     # steps of 5 still tell 0 from 10
     fine = FragmentationScorer(state.nodes.values(), shapes, quantum=5.0)
     assert fine.choose(req, ("T4",))[0] == "big"
+
+
+def test_fractions_go_only_where_the_device_plugin_shares_and_whole_gpus_only_where_not() -> None:
+    # each node's device plugin hands out one kind of GPU; FGD alone would choose the other node
+    sliced = Node("sliced", "T4", 1, 8000, 1000, shares_gpus=True, whole_gpus=False)
+    state = state_of(sliced, Node("plain", "T4", 1, 8000, 1000, shares_gpus=False))
+    state._take(state.nodes["sliced"], (300, 0, 0), (0,), "x")
+    shapes = [Shape(1.0, 1, 600, 0, 0)]
+    # a 400 share strands 300 on the sliced node's 700 and nothing on plain's whole GPU
+    assert FragmentationScorer(state.nodes.values(), shapes).choose((400, 100, 10), ("T4",)) == (
+        "sliced",
+        (0,),
+    )
+    # a whole GPU leaves nothing free on the empty sliced node (the tighter fit)
+    state = state_of(sliced, Node("plain", "T4", 2, 8000, 1000, shares_gpus=False))
+    scorer = FragmentationScorer(state.nodes.values(), shapes)
+    assert scorer.choose((1000, 100, 10), ("T4",)) == ("plain", (0,))
+    assert scorer.choose((2000, 100, 10), ("T4",)) == ("plain", (0, 1))
 
 
 def test_quantum_must_not_be_negative() -> None:

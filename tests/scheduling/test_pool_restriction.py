@@ -64,9 +64,14 @@ CASES = {
         lambda: cluster(workload("j").quota("A").gpus(8).pools("t4", "a100").idle("idle_only")),
         placed={"j": (False, {"a100"})},
     ),
-    "without_a_restriction_the_same_borrower_takes_the_pool_it_lists_first": Case(
+    # A one-replica job's pools are a set: placement scores nodes across them, so here the
+    # a100 nodes are taken to show that the unrestricted borrower may go to t4.
+    "without_a_restriction_the_same_borrower_may_take_t4": Case(
         lambda: cluster(
-            workload("j").quota("A").gpus(8).pools("t4", "a100").idle("idle_only"), a=()
+            lender_busy(),
+            workload("l-two").quota("L").gpus(8).started(1).on("n1"),
+            workload("j").quota("A").gpus(8).pools("t4", "a100").idle("idle_only"),
+            a=(),
         ),
         placed={"j": (False, {"t4"})},
     ),

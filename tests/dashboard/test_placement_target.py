@@ -1,0 +1,60 @@
+"""The cluster dashboard shows the placement target and the fragmentation per node pool."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.urls import reverse
+
+from cluster.models import Node
+from console import clock as clock_module
+from console.clock import ManualClock
+from jobs.models import Workload
+from tests.dashboard.factories import T0, pod_on, running_workload
+
+
+@pytest.fixture
+def at_t0() -> Iterator[None]:
+    previous = clock_module.set_clock(ManualClock(T0 + timedelta(hours=1)))
+    yield
+    clock_module.set_clock(previous)
+
+
+def _rows(html: str, testid: str) -> str:
+    start = html.index(f'data-testid="{testid}"')
+    return html[start : html.index("</section>", start)]
+
+
+def test_the_default_mix_until_something_with_a_gpu_is_submitted(
+    demo: Any, login: Any, admin: Any, at_t0: None
+) -> None:
+    Workload.objects.all().delete()
+    html = login(admin).get(reverse("dashboard:cluster")).content.decode()
+    target = _rows(html, "placement-target")
+    assert "the default mix" in target
+    assert '<td>1 GPU</td><td class="num">50%</td>' in target
+    # nothing runs: no free GPU is stranded
+    assert "(0%)" in _rows(html, "pool-fragmentation")
+
+
+def test_the_learned_target_and_a_half_device_left_over(
+    demo: Any, login: Any, admin: Any, at_t0: None
+) -> None:
+    Workload.objects.all().delete()
+    node = Node.objects.select_related("node_pool").order_by("name").first()
+    assert node is not None
+    running_workload(demo, name="whole", gpu=1000)
+    half = running_workload(demo, name="half", gpu=500)
+    pod_on(half, node, [0])
+    html = login(admin).get(reverse("dashboard:cluster")).content.decode()
+    target = _rows(html, "placement-target")
+    assert "by share of tasks" in target
+    assert '<td>1 GPU</td><td class="num">50%</td>' in target
+    assert '<td>0.5 GPU</td><td class="num">50%</td>' in target
+    # the half device left on the node is of no use to the 1-GPU half of the mix: 0.25 GPU
+    pools = _rows(html, "pool-fragmentation")
+    row = pools[pools.index(f"<td>{node.node_pool.name}</td>") :]
+    assert row.split("</tr>")[0].count("0.25 (") == 1

@@ -1,0 +1,51 @@
+"""The target workload placement expects is learned from the cluster's latest submissions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from console.clock import ManualClock
+from jobs.bridge import snapshot as bridge
+from jobs.bridge.snapshot import build, learned_target
+
+
+def _gpus(target: tuple[Any, ...]) -> dict[int, float]:
+    """Popularity per GPU count of whole-GPU shapes."""
+    out: dict[int, float] = {}
+    for s in target:
+        out[s.count] = out.get(s.count, 0.0) + s.p
+    return out
+
+
+@pytest.mark.django_db
+def test_an_empty_cluster_has_no_learned_target(clock: ManualClock) -> None:
+    # the core then places with fragmentation.DEFAULT_TARGET
+    assert learned_target(clock.now()) == ()
+
+
+@pytest.mark.django_db
+def test_the_target_follows_the_submissions(
+    bob: Any, submit: Callable[..., Any], clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock.advance(8 * 86400)  # the demo's own submissions are out of the window
+    for i in range(6):
+        submit(bob, f"small-{i}", gpus=1)
+    first = learned_target(clock.now())
+    assert _gpus(first) == {1: pytest.approx(1.0)}
+    assert build(clock.now()).snapshot.target == first
+    # a week later only 8-GPU jobs were submitted: the 1-GPU ones left the window
+    clock.advance(8 * 86400)
+    for i in range(3):
+        submit(bob, f"big-{i}", gpus=8)
+    assert _gpus(learned_target(clock.now())) == {8: pytest.approx(1.0)}
+    # within the days, the window also ends at a number of workloads (the latest ones)
+    clock.advance(60)
+    for i in range(2):
+        submit(bob, f"small-again-{i}", gpus=1, replicas=3)
+    monkeypatch.setattr(bridge, "TARGET_WORKLOADS", 3)
+    mixed = _gpus(learned_target(clock.now()))
+    # the last 3 workloads: two 1-GPU jobs of 3 replicas each, one 8-GPU job
+    assert mixed == {1: pytest.approx(6 / 7), 8: pytest.approx(1 / 7)}
