@@ -30,16 +30,22 @@ its replicas spread over nodes for availability.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 MILLI = 1000  # milli-GPU per device
 # Increases of F are compared in steps of this many milli-GPU: steady across the openb lists
 # and seeds (see bench/replay_openb.py); smaller steps let rare multi-GPU shapes decide.
 QUANTUM = 40.0
 _MEMO_KEPT = 200_000  # node states remembered per table of F (tables outlive cycles)
+_RANKINGS_KEPT = 4096  # rankings (pool, request) kept per scorer
+_MOVES_KEPT = 50_000  # moves a ranking remembers
+_SLACK = 1024  # stale states tolerated before a pool's record or a heap is rebuilt
+_STATES_KEPT = 500_000  # states a shared scorer numbers before it is started afresh
 TOP_SHAPES = 32  # shapes a learned target keeps: the rest are rare, and each costs scoring time
 
 Req = tuple[int, int, int]  # milli-GPU (a share when < MILLI, else whole devices), cpu, memory
@@ -49,8 +55,14 @@ Sig = tuple[tuple[int, ...], int, int, int]
 HANDS_SHARES = 1  # fractions of a GPU (time-slicing, MPS)
 HANDS_WHOLE = 2  # whole GPUs
 HANDS_ANY = HANDS_SHARES | HANDS_WHOLE
-# a ranked state: (increase of F in steps, GPU left, CPU left, signature, free share taken)
-Ranked = tuple[float, int, int, Sig, int]
+# a state's best move for a request: (increase of F in steps, free share of the device taken or
+# -1, GPU left, CPU left)
+Move = tuple[float, int, int, int]
+# a ranked state: (_key of its move, signature, its number, free share taken); the signature
+# breaks ties, so the choice depends on the states only. Typed as a plain tuple: compiled code
+# then reads one field of a heap entry without unpacking them all.
+Ranked = tuple[Any, ...]
+_UNSEEN: Ranked = ()  # no entry computed yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,9 +271,50 @@ def _table(pool: str, shapes: tuple[Shape, ...]) -> _Table:
     return got
 
 
+def _klass(sig: Sig) -> int:
+    """A state's class for the requests it may fit: with k whole devices free 20 + k, else the
+    free milli-GPU of its freest device in steps of 50 (0..19)."""
+    dev = sig[0]  # ascending
+    if not dev:
+        return 0
+    if dev[-1] < MILLI:
+        return dev[-1] // _STEP
+    k = 0
+    for d in dev:
+        if d == MILLI:
+            k += 1
+    return _WHOLE + k
+
+
+def _lowest(gpu: int) -> int:
+    """The lowest class of states a request for gpu milli-GPU may fit."""
+    if gpu <= 0:
+        return 0
+    return gpu // _STEP if gpu < MILLI else _WHOLE + gpu // MILLI
+
+
+_STEP = 50  # milli-GPU per class of partly free states
+_WHOLE = MILLI // _STEP  # classes below are partly free states, from here whole devices
+
+
 def _signature(ns: NodeView) -> Sig:
     hands = (HANDS_SHARES if ns.shares else 0) | (HANDS_WHOLE if ns.whole else 0)
     return (tuple(sorted(ns.dev)), ns.cpu, ns.mem, hands)
+
+
+class _Ranking:
+    """The states of one pool ranked for one request: a heap, stale entries left in place
+    until they reach the top (or the heap outgrows the live states and is rebuilt)."""
+
+    __slots__ = ("heap", "lowest", "seen", "inside", "entries")
+
+    def __init__(self, lowest: int) -> None:
+        self.heap: list[Ranked] = []
+        self.lowest = lowest  # the first class of states the request can fit (see _klass)
+        self.seen: list[int] = []  # per class, how many of the pool's born states it has seen
+        self.inside: set[int] = set()  # the states with an entry in the heap
+        # the heap entry of each state looked at, None when the request does not fit it
+        self.entries: dict[int, Ranked | None] = {}
 
 
 class FragmentationScorer:
@@ -270,7 +323,11 @@ class FragmentationScorer:
     Increases of F are compared exactly, or in whole multiples of `quantum` milli-GPU when it is
     positive. Ties go to the tighter node (less free GPU left, then less CPU left), then to the
     state signature, then to the node name. Call `update(node)` after changing a node's free
-    resources.
+    resources, or `sync(nodes)` to take another set of nodes as the cluster: what the scorer
+    ranked stays valid, since it depends on node states only.
+
+    Each distinct state gets a number when first seen, so the bookkeeping of rankings hashes
+    small integers rather than the nested tuples of a signature.
     """
 
     def __init__(
@@ -280,63 +337,136 @@ class FragmentationScorer:
             raise ValueError(f"quantum must be 0 or more, got {quantum}")
         self.shapes = tuple(shapes)
         self.quantum = quantum
-        self.sig: dict[str, Sig] = {}
-        # pool -> signature -> nodes in that state
-        self.groups: dict[str, dict[Sig, dict[str, NodeView]]] = {}
-        # pool -> signatures in the order their groups appeared (ranked heaps catch up on it)
-        self.born: dict[str, list[Sig]] = {}
+        self.ids: dict[Sig, int] = {}  # every state seen, numbered
+        self.sigs: list[Sig] = []  # and back
+        self.klass: list[int] = []  # and its class (_klass)
+        # node name -> (pool, state) it is filed under
+        self.where: dict[str, tuple[str, int]] = {}
+        # pool -> state -> nodes in that state
+        self.groups: dict[str, dict[int, dict[str, NodeView]]] = {}
+        # pool -> class -> states in the order their groups appeared (rankings catch up on
+        # the classes their request can fit)
+        self.born: dict[str, list[list[int]]] = {}
         self.tables: dict[str, _Table] = {}
-        self.moves: dict[tuple[str, Sig, Req], tuple[float, int, int, int] | None] = {}
-        # (pool, request) -> (heap of ranked states, how many of born[pool] it has seen)
-        self.heaps: dict[tuple[str, Req], tuple[list[Ranked], list[int]]] = {}
+        self.rankings: dict[tuple[str, Req], _Ranking] = {}
+        self.owner = 0  # which working state last synced it (see shared_scorer)
+        self.sync(nodes)
+
+    def sync(self, nodes: Iterable[NodeView]) -> None:
+        """Take these nodes as the cluster: re-file the ones whose state is new to the scorer,
+        drop the ones gone, and keep every ranking and move computed so far."""
+        present: set[str] = set()
         for ns in nodes:
             if not ns.schedulable:
                 continue
-            if ns.pool not in self.groups:
-                self.groups[ns.pool] = {}
-                self.born[ns.pool] = []
-                self.tables[ns.pool] = _table(ns.pool, self.shapes)
-            self._file(ns, _signature(ns))
+            name = ns.name
+            present.add(name)
+            sid = self._id(_signature(ns))
+            at = self.where.get(name)
+            if at is not None and at[1] == sid and at[0] == ns.pool:
+                self.groups[ns.pool][sid][name] = ns  # the same state in a new working copy
+                continue
+            if at is not None:
+                self._unfile(name)
+            self._file(ns, sid)
+        for name in [n for n in self.where if n not in present]:
+            self._unfile(name)
 
-    def _file(self, ns: NodeView, sig: Sig) -> None:
-        groups = self.groups[ns.pool]
-        members = groups.get(sig)
+    def _id(self, sig: Sig) -> int:
+        sid = self.ids.get(sig)
+        if sid is None:
+            sid = self.ids[sig] = len(self.sigs)
+            self.sigs.append(sig)
+            self.klass.append(_klass(sig))
+        return sid
+
+    def _file(self, ns: NodeView, sid: int) -> None:
+        pool = ns.pool
+        groups = self.groups.get(pool)
+        if groups is None:
+            groups = self.groups[pool] = {}
+            self.born[pool] = []
+            self.tables[pool] = _table(pool, self.shapes)
+        members = groups.get(sid)
         if members is None:
-            members = groups[sig] = {}
-            self.born[ns.pool].append(sig)
+            members = groups[sid] = {}
+            lists = self.born[pool]
+            k = self.klass[sid]
+            while len(lists) <= k:
+                lists.append([])
+            lists[k].append(sid)
+            if len(lists[k]) >= 4 * len(groups) + _SLACK:
+                self._restart(pool)
         members[ns.name] = ns
-        self.sig[ns.name] = sig
+        self.where[ns.name] = (pool, sid)
+
+    def _restart(self, pool: str) -> None:
+        """Most states the pool has seen are gone: start its record over from the live ones,
+        and let its rankings look again at those (their entries are kept)."""
+        lists = self.born[pool]
+        for born in lists:
+            born.clear()
+        for sid in self.groups[pool]:
+            lists[self.klass[sid]].append(sid)
+        for (p, _), rank in self.rankings.items():
+            if p == pool:
+                rank.seen = [0] * len(lists)
+
+    def _unfile(self, name: str) -> None:
+        pool, sid = self.where.pop(name)
+        groups = self.groups[pool]
+        members = groups[sid]
+        del members[name]
+        if not members:
+            del groups[sid]
 
     def update(self, ns: NodeView) -> None:
         """Re-file a node whose free resources changed."""
-        old = self.sig.get(ns.name)
-        if old is None:
+        at = self.where.get(ns.name)
+        if at is None:
             return
-        new = _signature(ns)
-        if new == old:
+        sid = self._id(_signature(ns))
+        if sid == at[1]:
             return
-        groups = self.groups[ns.pool]
-        members = groups[old]
-        del members[ns.name]
-        if not members:
-            del groups[old]
-        self._file(ns, new)
+        self._unfile(ns.name)
+        self._file(ns, sid)
 
-    def _move(self, pool: str, sig: Sig, req: Req) -> tuple[float, int, int, int] | None:
-        """(score, free share of the device taken or -1, GPU left, CPU left), None if no fit."""
-        key = (pool, sig, req)
-        if key in self.moves:
-            return self.moves[key]
-        out = self._evaluate(pool, sig, req)
-        self.moves[key] = out
-        return out
+    def _look(self, pool: str, req: Req, rank: _Ranking, fresh: list[int], start: int) -> None:
+        """Rank the states fresh[start:] that are live and not ranked yet."""
+        groups = self.groups[pool]
+        heap = rank.heap
+        inside = rank.inside
+        entries = rank.entries
+        for i in range(start, len(fresh)):
+            sid = fresh[i]
+            # most states born since the last look are gone again (trial placements)
+            if sid not in groups or sid in inside:
+                continue
+            entry = entries.get(sid, _UNSEEN)
+            if entry is _UNSEEN:
+                if len(entries) >= _MOVES_KEPT:
+                    entries.clear()  # a long-lived ranking stays bounded
+                entry = entries[sid] = self._entry(pool, sid, req)
+            if entry is not None:
+                heapq.heappush(heap, entry)
+                inside.add(sid)
+
+    def _entry(self, pool: str, sid: int, req: Req) -> Ranked | None:
+        """The heap entry of a state for req, None when req does not fit it."""
+        sig = self.sigs[sid]
+        mv = self._evaluate(pool, sig, req)
+        if mv is None:
+            return None
+        # steps are whole quanta, or millionths of a milli-GPU without a quantum
+        step = int(mv[0]) if self.quantum else round(mv[0] * 1_000_000)
+        return (_key(step, mv[2], mv[3]), sig, sid, mv[1])
 
     def _step(self, delta: float) -> float:
         """The increase of F as compared: rounded off float noise, then in whole quanta."""
         exact = round(delta, 6)
         return float(math.floor(exact / self.quantum)) if self.quantum else exact
 
-    def _evaluate(self, pool: str, sig: Sig, req: Req) -> tuple[float, int, int, int] | None:
+    def _evaluate(self, pool: str, sig: Sig, req: Req) -> Move | None:
         dev, cpu, mem, hands = sig
         gpu, c, m = req
         if c > cpu or m > mem:
@@ -347,7 +477,7 @@ class FragmentationScorer:
         table = self.tables[pool]
         before = table.frag(sig)
         free = sum(dev)
-        best: tuple[float, int, int, int] | None = None
+        best: Move | None = None
         if n == 0:
             delta = table.frag((dev, cpu - c, mem - m, hands)) - before
             return (self._step(delta), -1, free, cpu - c)
@@ -374,42 +504,51 @@ class FragmentationScorer:
                 best = cand
         return best
 
-    def _ranked(self, pool: str, req: Req) -> list[Ranked]:
+    def _ranked(self, pool: str, req: Req) -> _Ranking:
         """The pool's heap of states ranked for req, caught up with the states new since."""
         groups = self.groups[pool]
-        born = self.born[pool]
-        got = self.heaps.get((pool, req))
-        if got is None:
-            heap: list[Ranked] = []
-            seen = [0]
-            self.heaps[(pool, req)] = (heap, seen)
-            fresh: Iterable[Sig] = list(groups)
+        lists = self.born[pool]
+        key = (pool, req)
+        rank = self.rankings.get(key)
+        if rank is None:
+            if len(self.rankings) >= _RANKINGS_KEPT:
+                self.rankings.clear()
+            rank = self.rankings[key] = _Ranking(_lowest(req[0]))
+            rank.seen = [len(born) for born in lists]
+            self._look(pool, req, rank, list(groups), 0)
         else:
-            heap, seen = got
-            fresh = born[seen[0] :]
-        seen[0] = len(born)
-        for sig in fresh:
-            if sig not in groups:
-                continue
-            mv = self._move(pool, sig, req)
-            if mv is not None:
-                heapq.heappush(heap, (mv[0], mv[2], mv[3], sig, mv[1]))
+            seen = rank.seen
+            while len(seen) < len(lists):
+                seen.append(0)
+            for k in range(rank.lowest, len(lists)):
+                born = lists[k]
+                if seen[k] < len(born):
+                    start = seen[k]
+                    seen[k] = len(born)
+                    self._look(pool, req, rank, born, start)
+        heap = rank.heap
+        inside = rank.inside
+        if len(heap) > 2 * len(groups) + _SLACK:
+            # mostly stale: keep the live states only
+            heap[:] = [r for r in heap if r[2] in groups]
+            heapq.heapify(heap)
+            rank.inside = inside = {r[2] for r in heap}
         # states that no node is in any more leave from the top
-        while heap and heap[0][3] not in groups:
-            heapq.heappop(heap)
-        return heap
+        while heap and heap[0][2] not in groups:
+            inside.discard(heapq.heappop(heap)[2])
+        return rank
 
-    def _spread(
-        self, pool: str, heap: list[Ranked], owner: str
-    ) -> tuple[int, Ranked, NodeView] | None:
+    def _spread(self, pool: str, rank: _Ranking, owner: str) -> tuple[int, Ranked, NodeView] | None:
         """The best state with a node free of owner's replicas (or the fewest of them)."""
         groups = self.groups[pool]
+        heap = rank.heap
         popped: list[Ranked] = []
         best: tuple[int, Ranked, NodeView] | None = None
         while heap:
             top = heapq.heappop(heap)
-            members = groups.get(top[3])
+            members = groups.get(top[2])
             if members is None:
+                rank.inside.discard(top[2])
                 continue
             popped.append(top)
             ns = min(members.values(), key=lambda n: (n.residents.get(owner, 0), n.name))
@@ -434,16 +573,16 @@ class FragmentationScorer:
         for pool in pools:
             if pool not in self.groups:
                 continue
-            heap = self._ranked(pool, req)
-            if not heap:
+            rank = self._ranked(pool, req)
+            if not rank.heap:
                 continue
             if spread_owner is not None:
-                found = self._spread(pool, heap, spread_owner)
+                found = self._spread(pool, rank, spread_owner)
                 if found is None:
                     continue
             else:
-                top = heap[0]
-                found = (0, top, min(self.groups[pool][top[3]].values(), key=_name))
+                top = rank.heap[0]
+                found = (0, top, min(self.groups[pool][top[2]].values(), key=_name))
             if (
                 best is None
                 or found[:2] < best[:2]
@@ -453,11 +592,46 @@ class FragmentationScorer:
         if best is None:
             return None
         ns = best[2]
-        return ns.name, _devices(ns.dev, n, share, best[1][4])
+        return ns.name, _devices(ns.dev, n, share, best[1][3])
+
+
+def _key(step: int, gpu_left: int, cpu_left: int) -> int:
+    """A move's rank as one integer, ordered as (step, GPU left, CPU left): a heap compares one
+    number instead of walking tuples."""
+    return (((step << 20) + min(gpu_left, _GPU_CAP)) << 24) + min(cpu_left, _CPU_CAP)
+
+
+_GPU_CAP = (1 << 20) - 1  # milli-GPU left on a node, far above any node's
+_CPU_CAP = (1 << 24) - 1
 
 
 def _name(ns: NodeView) -> str:
     return ns.name
+
+
+# One scorer per thread and target, kept from cycle to cycle: consecutive cycles see mostly the
+# same node states, so their rankings carry over and a cycle pays only for the states it changes.
+_LOCAL = threading.local()
+_SERIAL = itertools.count(1)
+
+
+def new_owner() -> int:
+    """A token for one working state, so a shared scorer knows whose nodes it holds."""
+    return next(_SERIAL)
+
+
+def shared_scorer(
+    nodes: Iterable[NodeView], shapes: tuple[Shape, ...], owner: int
+) -> FragmentationScorer:
+    """This thread's scorer for the target, synced to `nodes` unless `owner` synced it last."""
+    scorer: FragmentationScorer | None = getattr(_LOCAL, "scorer", None)
+    if scorer is None or scorer.shapes != shapes or len(scorer.sigs) > _STATES_KEPT:
+        scorer = FragmentationScorer(nodes, shapes)
+        _LOCAL.scorer = scorer
+    elif scorer.owner != owner:
+        scorer.sync(nodes)
+    scorer.owner = owner
+    return scorer
 
 
 def _devices(dev: Sequence[int], n: int, share: int, taken: int) -> tuple[int, ...]:

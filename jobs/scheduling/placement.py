@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
-from .snapshot import LEVEL, LEVELS, NodeState, State
+from .snapshot import LEVEL, LEVELS, NodeState, PoolIndex, State
 from .tree import Vec, fmt_gpu
 from .types import MILLI, Workload
 
@@ -94,6 +94,8 @@ def find_node(
 ) -> Choice | None:
     """Best node for one replica over the accepted pools; None when nothing fits."""
     if state.placement == "fgd":
+        if not any(_gpu_room(state.pools.get(pool), req[0]) for pool in pools):
+            return None  # most failed placements of a busy cluster end here, before scoring
         return state.scorer().choose(req, pools, owner if spread else None)
     best: tuple[NodeState, tuple[int, ...]] | None = None
     best_key: tuple[int, int, int, str] | None = None
@@ -113,6 +115,22 @@ def find_node(
         if key < best_key:
             best, best_key = found, key
     return None if best is None else (best[0].name, best[1])
+
+
+def _gpu_room(index: PoolIndex | None, gpu: int) -> bool:
+    """Whether some node of the pool has the free GPU for one replica (CPU and memory aside)."""
+    if index is None:
+        return False
+    if gpu == 0:
+        return True
+    for k in range(-(-gpu // MILLI), len(index.by_full)):
+        if index.by_full[k]:
+            return True
+    if gpu < MILLI:
+        for lv in range(gpu // LEVEL, LEVELS):
+            if index.by_level[lv]:
+                return True
+    return False
 
 
 def _pool_key(

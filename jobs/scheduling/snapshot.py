@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
-from .fragmentation import DEFAULT_TARGET, FragmentationScorer
+from .fragmentation import DEFAULT_TARGET, FragmentationScorer, new_owner, shared_scorer
 from .tree import QuotaTree, Vec, add_row
 from .types import MILLI, PLACEMENTS, Placement, ScenarioError, Snapshot, Workload, work_lost
 
@@ -162,6 +162,7 @@ class State:
         # the fragmentation scorer, built at the first placement; nodes changed since its
         # last look are re-filed before the next one
         self._scorer: FragmentationScorer | None = None
+        self._serial = new_owner()
         self._changed: dict[str, NodeState] = {}
         self.idle_scope = snap.idle_scope
         self.tree = QuotaTree(snap.quotas)
@@ -561,9 +562,11 @@ class State:
     # --- reads ---------------------------------------------------------------------------
 
     def scorer(self) -> FragmentationScorer:
-        """The fragmentation scorer over the nodes as they are now."""
-        if self._scorer is None:
-            self._scorer = FragmentationScorer(self.nodes.values(), self.target)
+        """The fragmentation scorer over the nodes as they are now: this thread's, kept from
+        the last cycle and synced to this state (again if another state synced it since)."""
+        if self._scorer is None or self._scorer.owner != self._serial:
+            self._scorer = shared_scorer(self.nodes.values(), self.target, self._serial)
+            self._changed.clear()
         elif self._changed:
             for ns in self._changed.values():
                 self._scorer.update(ns)

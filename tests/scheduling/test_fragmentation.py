@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import random
+import threading
+from collections.abc import Callable
 
 import pytest
 
 from jobs.scheduling.fragmentation import (
     FragmentationScorer,
     Shape,
+    _key,
     _Table,
     fragmentation,
     shape_fragment,
@@ -246,3 +249,72 @@ def test_deterministic_and_independent_of_node_order(seed: int) -> None:
     first = _run(seed, 15.0)
     assert _run(seed, 15.0) == first
     assert _run(seed, 15.0, reverse=True) == first
+
+
+def _placements(seed: int, scorer_of: Callable[[State], FragmentationScorer]) -> list[object]:
+    """Three working states of one cluster, each taking pods and giving some back, scored by
+    scorer_of(state): a scorer built afresh, or the thread's one carried from state to state."""
+    rng = random.Random(seed)
+    nodes = _cluster(rng)
+    pods = _pods(rng, 150)
+    target = tuple(target_workload(pods))
+    out: list[object] = []
+    for round_ in range(3):
+        snap = Snapshot(0, tuple(nodes), (), (), "tree", target=target)
+        state = State(snap)
+        taken: list[tuple[str, tuple[int, int, int], tuple[int, ...]]] = []
+        for gpu, cpu, mem, spec in pods[round_ * 50 : round_ * 50 + 80]:
+            req = (gpu, cpu, mem)
+            pools = spec or tuple(sorted(state.pools))
+            choice = scorer_of(state).choose(req, pools)
+            out.append(choice)
+            if choice is not None:
+                state._take(state.nodes[choice[0]], req, choice[1], "pod")
+                taken.append((choice[0], req, choice[1]))
+            if taken and rng.random() < 0.3:  # a trial placement undone
+                name, req, devices = taken.pop(rng.randrange(len(taken)))
+                state._give(state.nodes[name], req, devices, "pod")
+    return out
+
+
+def _fresh(state: State) -> FragmentationScorer:
+    return FragmentationScorer(state.nodes.values(), state.target)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_scorer_carried_from_state_to_state_chooses_as_a_fresh_one(seed: int) -> None:
+    # the thread's scorer keeps its rankings across working states (cycles); what it chooses
+    # must depend on the nodes as they are only, never on what it saw before
+    assert _placements(seed, State.scorer) == _placements(seed, _fresh)
+
+
+def test_two_working_states_in_turn_each_see_their_own_nodes() -> None:
+    nodes = (Node("a", "T4", 1, 8000, 1000), Node("b", "T4", 2, 8000, 1000))
+    one, two = State(Snapshot(0, nodes, (), (), "tree")), State(Snapshot(0, nodes, (), (), "tree"))
+    one._take(one.nodes["b"], (2000, 0, 0), (0, 1), "x")
+    assert one.scorer().choose((1000, 0, 0), ("T4",)) == ("a", (0,))
+    assert two.scorer().choose((2000, 0, 0), ("T4",)) == ("b", (0, 1))
+    # back to the first state: its node b is still full
+    assert one.scorer().choose((1000, 0, 0), ("T4",)) == ("a", (0,))
+    assert one.scorer().choose((2000, 0, 0), ("T4",)) is None
+
+
+def test_each_thread_has_its_own_scorer() -> None:
+    nodes = (Node("a", "T4", 1, 8000, 1000),)
+    here = State(Snapshot(0, nodes, (), (), "tree")).scorer()
+    there: list[FragmentationScorer] = []
+    thread = threading.Thread(
+        target=lambda: there.append(State(Snapshot(0, nodes, (), (), "tree")).scorer())
+    )
+    thread.start()
+    thread.join()
+    assert there and there[0] is not here
+
+
+def test_the_rank_key_orders_as_its_parts() -> None:
+    rng = random.Random(3)
+    parts = [
+        (rng.randint(-400, 400), rng.randint(0, 16_000), rng.randint(0, 256_000))
+        for _ in range(2000)
+    ]
+    assert sorted(parts) == sorted(parts, key=lambda p: _key(*p))
