@@ -43,7 +43,7 @@ MILLI = 1000  # milli-GPU per device
 QUANTUM = 40.0
 _MEMO_KEPT = 200_000  # node states remembered per table of F (tables outlive cycles)
 _RANKINGS_KEPT = 4096  # rankings (pool, request) kept per scorer
-_MOVES_KEPT = 50_000  # moves a ranking remembers
+_SLOTS_KEPT = 50_000  # states a ranking remembers before it starts over
 _SLACK = 1024  # stale states tolerated before a pool's record or a heap is rebuilt
 _STATES_KEPT = 500_000  # states a shared scorer numbers before it is started afresh
 TOP_SHAPES = 32  # shapes a learned target keeps: the rest are rare, and each costs scoring time
@@ -62,7 +62,6 @@ Move = tuple[float, int, int, int]
 # breaks ties, so the choice depends on the states only. Typed as a plain tuple: compiled code
 # then reads one field of a heap entry without unpacking them all.
 Ranked = tuple[Any, ...]
-_UNSEEN: Ranked = ()  # no entry computed yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,19 +301,28 @@ def _signature(ns: NodeView) -> Sig:
     return (tuple(sorted(ns.dev)), ns.cpu, ns.mem, hands)
 
 
+class _Slot:
+    """What a ranking knows of one state: its heap entry (None when the request does not fit
+    it) and whether the heap holds that entry now."""
+
+    __slots__ = ("entry", "inside")
+
+    def __init__(self, entry: Ranked | None) -> None:
+        self.entry = entry
+        self.inside = False
+
+
 class _Ranking:
     """The states of one pool ranked for one request: a heap, stale entries left in place
     until they reach the top (or the heap outgrows the live states and is rebuilt)."""
 
-    __slots__ = ("heap", "lowest", "seen", "inside", "entries")
+    __slots__ = ("heap", "lowest", "seen", "slots")
 
     def __init__(self, lowest: int) -> None:
         self.heap: list[Ranked] = []
         self.lowest = lowest  # the first class of states the request can fit (see _klass)
         self.seen: list[int] = []  # per class, how many of the pool's born states it has seen
-        self.inside: set[int] = set()  # the states with an entry in the heap
-        # the heap entry of each state looked at, None when the request does not fit it
-        self.entries: dict[int, Ranked | None] = {}
+        self.slots: dict[int, _Slot] = {}  # per state looked at
 
 
 class FragmentationScorer:
@@ -435,21 +443,20 @@ class FragmentationScorer:
         """Rank the states fresh[start:] that are live and not ranked yet."""
         groups = self.groups[pool]
         heap = rank.heap
-        inside = rank.inside
-        entries = rank.entries
+        slots = rank.slots
         for i in range(start, len(fresh)):
             sid = fresh[i]
             # most states born since the last look are gone again (trial placements)
-            if sid not in groups or sid in inside:
+            if sid not in groups:
                 continue
-            entry = entries.get(sid, _UNSEEN)
-            if entry is _UNSEEN:
-                if len(entries) >= _MOVES_KEPT:
-                    entries.clear()  # a long-lived ranking stays bounded
-                entry = entries[sid] = self._entry(pool, sid, req)
-            if entry is not None:
-                heapq.heappush(heap, entry)
-                inside.add(sid)
+            slot = slots.get(sid)
+            if slot is None:
+                slot = slots[sid] = _Slot(self._entry(pool, sid, req))
+            elif slot.inside:
+                continue
+            if slot.entry is not None:
+                heapq.heappush(heap, slot.entry)
+                slot.inside = True
 
     def _entry(self, pool: str, sid: int, req: Req) -> Ranked | None:
         """The heap entry of a state for req, None when req does not fit it."""
@@ -510,6 +517,8 @@ class FragmentationScorer:
         lists = self.born[pool]
         key = (pool, req)
         rank = self.rankings.get(key)
+        if rank is not None and len(rank.slots) >= _SLOTS_KEPT:
+            rank = None  # a long-lived ranking stays bounded: start it over
         if rank is None:
             if len(self.rankings) >= _RANKINGS_KEPT:
                 self.rankings.clear()
@@ -527,15 +536,17 @@ class FragmentationScorer:
                     seen[k] = len(born)
                     self._look(pool, req, rank, born, start)
         heap = rank.heap
-        inside = rank.inside
+        slots = rank.slots
         if len(heap) > 2 * len(groups) + _SLACK:
             # mostly stale: keep the live states only
+            for r in heap:
+                if r[2] not in groups:
+                    slots[r[2]].inside = False
             heap[:] = [r for r in heap if r[2] in groups]
             heapq.heapify(heap)
-            rank.inside = inside = {r[2] for r in heap}
         # states that no node is in any more leave from the top
         while heap and heap[0][2] not in groups:
-            inside.discard(heapq.heappop(heap)[2])
+            slots[heapq.heappop(heap)[2]].inside = False
         return rank
 
     def _spread(self, pool: str, rank: _Ranking, owner: str) -> tuple[int, Ranked, NodeView] | None:
@@ -548,7 +559,7 @@ class FragmentationScorer:
             top = heapq.heappop(heap)
             members = groups.get(top[2])
             if members is None:
-                rank.inside.discard(top[2])
+                rank.slots[top[2]].inside = False
                 continue
             popped.append(top)
             ns = min(members.values(), key=lambda n: (n.residents.get(owner, 0), n.name))
