@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from cluster.choices import GpuSharing
 from cluster.models import Node
 from jobs.bridge.snapshot import learned_target
 from jobs.choices import LIVE_POD_STATUSES
 from jobs.models import Pod
-from jobs.scheduling.fragmentation import DEFAULT_TARGET, Shape, fragmentation
+from jobs.scheduling.fragmentation import DEFAULT_TARGET, Shape, fragmentation, hands
 
 MILLI = 1000
 TOP = 8  # shapes the overview lists
@@ -78,7 +79,8 @@ def placement_target(now: datetime) -> PlacementTarget:
         pool = n.node_pool.name
         d = [max(0, x) for x in dev[pk]]
         free[pool] = free.get(pool, 0) + sum(d)
-        f = fragmentation(d, max(0, cpu[pk]), max(0, mem[pk]), pool, shapes)
+        kinds = hands(GpuSharing.shares(n.gpu_sharing), GpuSharing.whole(n.gpu_sharing))
+        f = fragmentation(d, max(0, cpu[pk]), max(0, mem[pk]), pool, shapes, kinds)
         frag[pool] = frag.get(pool, 0.0) + f
     pools = tuple(PoolFragmentation(p, free[p], round(frag[p])) for p in sorted(free))
     return PlacementTarget(shapes[:TOP], bool(learned), pools)

@@ -296,9 +296,13 @@ _STEP = 50  # milli-GPU per class of partly free states
 _WHOLE = MILLI // _STEP  # classes below are partly free states, from here whole devices
 
 
+def hands(shares: bool, whole: bool) -> int:
+    """The HANDS_* bits of a node whose device plugin hands out fractions and/or whole GPUs."""
+    return (HANDS_SHARES if shares else 0) | (HANDS_WHOLE if whole else 0)
+
+
 def _signature(ns: NodeView) -> Sig:
-    hands = (HANDS_SHARES if ns.shares else 0) | (HANDS_WHOLE if ns.whole else 0)
-    return (tuple(sorted(ns.dev)), ns.cpu, ns.mem, hands)
+    return (tuple(sorted(ns.dev)), ns.cpu, ns.mem, hands(ns.shares, ns.whole))
 
 
 class _Slot:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
+from cluster.choices import GpuSharing
 from cluster.models import Node
 from console import clock as clock_module
 from console.clock import ManualClock
@@ -58,3 +59,22 @@ def test_the_learned_target_and_a_half_device_left_over(
     pools = _rows(html, "pool-fragmentation")
     row = pools[pools.index(f"<td>{node.node_pool.name}</td>") :]
     assert row.split("</tr>")[0].count("0.25 (") == 1
+
+
+def test_a_time_sliced_node_strands_its_gpus_for_whole_gpu_tasks(
+    demo: Any, login: Any, admin: Any, at_t0: None
+) -> None:
+    # the target is half whole GPUs, half half-GPUs; a time-sliced node hands out fractions
+    # only, so for the whole-GPU half of the mix every free GPU on it is stranded
+    Workload.objects.all().delete()
+    node = Node.objects.select_related("node_pool").order_by("name").first()
+    assert node is not None
+    Node.objects.filter(node_pool=node.node_pool).exclude(pk=node.pk).update(schedulable=False)
+    node.gpu_sharing = GpuSharing.TIME_SLICING
+    node.save(update_fields=["gpu_sharing"])
+    running_workload(demo, name="whole", gpu=1000)
+    running_workload(demo, name="half", gpu=500)
+    html = login(admin).get(reverse("dashboard:cluster")).content.decode()
+    pools = _rows(html, "pool-fragmentation")
+    row = pools[pools.index(f"<td>{node.node_pool.name}</td>") :].split("</tr>")[0]
+    assert f"{node.gpus / 2:g} (50%)" in row
