@@ -255,7 +255,14 @@ def main() -> None:
     parser.add_argument(
         "--why-idle", action="store_true", help="also break the idle GPU-hours down by cause"
     )
+    parser.add_argument(
+        "--placement",
+        choices=["fgd", "bestfit"],
+        default="fgd",
+        help="the live placement (TIDEPOOL_PLACEMENT); fgd is the console's default",
+    )
     args = parser.parse_args()
+    os.environ["TIDEPOOL_PLACEMENT"] = args.placement  # children and this process alike
     modes = ["shared", "static"] if args.mode == "both" else [args.mode]
     if args.calendar == "demo":
         modes = ["shared", "calendar"]
@@ -274,6 +281,7 @@ def main() -> None:
             )
             out[mode] = json.loads(proc.stdout)[mode]
         out["days"] = args.days
+        out["placement"] = args.placement
         print(json.dumps(out, indent=2))
         return
     with tempfile.TemporaryDirectory() as tmp:

@@ -104,3 +104,11 @@ def test_sslmode_survives_into_the_loaded_settings() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1].startswith("{'sslmode': 'require', 'pool': ")
+
+
+def test_an_unknown_placement_is_refused_by_name() -> None:
+    result = _manage(
+        "check", DJANGO_SETTINGS_MODULE="console.settings.local", TIDEPOOL_PLACEMENT="worst"
+    )
+    assert result.returncode != 0
+    assert "TIDEPOOL_PLACEMENT must be fgd or bestfit, not 'worst'" in result.stderr

@@ -8,6 +8,7 @@ from typing import Any
 
 import dj_database_url
 import plotly
+from django.core.exceptions import ImproperlyConfigured
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -343,6 +344,13 @@ K8S_NOT_READY_SECONDS = float(env("TIDEPOOL_K8S_NOT_READY_SECONDS", "300"))
 K8S_NODE_SYNC_SECONDS = float(env("TIDEPOOL_K8S_NODE_SYNC_SECONDS", "60"))
 # Tidepool's pods name this scheduler, so kube-scheduler leaves them to Tidepool's binding.
 K8S_SCHEDULER_NAME = env("TIDEPOOL_K8S_SCHEDULER_NAME", "tidepool")
+# How replicas are placed (README "Placement"): "fgd", where the expected fragmentation under
+# the workload the cluster sees grows least (the default), or "bestfit", the tightest node.
+TIDEPOOL_PLACEMENT = env("TIDEPOOL_PLACEMENT", "fgd")
+if TIDEPOOL_PLACEMENT not in ("fgd", "bestfit"):
+    raise ImproperlyConfigured(
+        f"TIDEPOOL_PLACEMENT must be fgd or bestfit, not {TIDEPOOL_PLACEMENT!r}"
+    )
 # A node that refused a pod (a kubelet admission rejection) takes no new pods for this long.
 TIDEPOOL_NODE_COOLDOWN_SECONDS = float(env("TIDEPOOL_NODE_COOLDOWN_SECONDS", "300"))
 # Where an interactive instance's Open link goes on Kubernetes, e.g.

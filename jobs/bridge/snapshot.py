@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Sum
 
 from cluster.choices import GpuSharing
@@ -251,5 +252,6 @@ def build(now: datetime) -> Reading:
         workloads=tuple(to_core_workload(i) for i in workloads),
         idle_scope=cluster.idle_scope,
         target=learned_target(now),
+        placement=settings.TIDEPOOL_PLACEMENT,
     )
     return Reading(snapshot, {core_name(i.workload): i for i in workloads}, cluster.nodes)

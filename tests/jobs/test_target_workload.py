@@ -49,3 +49,10 @@ def test_the_target_follows_the_submissions(
     mixed = _gpus(learned_target(clock.now()))
     # the last 3 workloads: two 1-GPU jobs of 3 replicas each, one 8-GPU job
     assert mixed == {1: pytest.approx(6 / 7), 8: pytest.approx(1 / 7)}
+
+
+@pytest.mark.django_db
+def test_the_snapshot_places_as_the_setting_says(clock: ManualClock, settings: Any) -> None:
+    assert build(clock.now()).snapshot.placement == "fgd"  # the default
+    settings.TIDEPOOL_PLACEMENT = "bestfit"
+    assert build(clock.now()).snapshot.placement == "bestfit"
