@@ -14,7 +14,10 @@ is exhausted strands its GPUs, and a CPU-only task is steered to where it strand
 With a `quantum`, increases of F are compared in whole quanta (floor of increase / quantum), so
 differences smaller than a quantum, which mostly come from rare multi-GPU shapes, do not decide
 and the tighter node wins: FGD's ranking with best-fit inside each step. The paper's own scorer
-also compares coarse scores (a sigmoid of the decrease, truncated to integers 0..100).
+also compares coarse scores (a sigmoid of the decrease, truncated to integers 0..100, about 40
+milli-GPU apart near zero). A share of one GPU is compared in finer steps (`share_quantum`): it
+changes one device's free share, so its increases are small and a 40 step would leave most of
+them to the tie-break.
 
 Nodes in the same state (pool, free shares per device, CPU, memory) score alike, so the scorer
 groups them by that signature and caches F per state and the best move per (state, request).
@@ -41,6 +44,9 @@ MILLI = 1000  # milli-GPU per device
 # Increases of F are compared in steps of this many milli-GPU: steady across the openb lists
 # and seeds (see bench/replay_openb.py); smaller steps let rare multi-GPU shapes decide.
 QUANTUM = 40.0
+# ... and a share of one GPU's in steps of this many: on the gpushare lists 20 allocates more than
+# 40, while whole-GPU and CPU-only requests do best with QUANTUM.
+SHARE_QUANTUM = 20.0
 _MEMO_KEPT = 200_000  # node states remembered per table of F (tables outlive cycles)
 _RANKINGS_KEPT = 4096  # rankings (pool, request) kept per scorer
 _SLOTS_KEPT = 50_000  # states a ranking remembers before it starts over
@@ -57,7 +63,7 @@ HANDS_WHOLE = 2  # whole GPUs
 HANDS_ANY = HANDS_SHARES | HANDS_WHOLE
 # a state's best move for a request: (increase of F in steps, free share of the device taken or
 # -1, GPU left, CPU left)
-Move = tuple[float, int, int, int]
+Move = tuple[int, int, int, int]
 # a ranked state: (_key of its move, signature, its number, free share taken); the signature
 # breaks ties, so the choice depends on the states only. Typed as a plain tuple: compiled code
 # then reads one field of a heap entry without unpacking them all.
@@ -333,22 +339,29 @@ class FragmentationScorer:
     """Place tasks one by one on the node whose fragmentation F grows least.
 
     Increases of F are compared exactly, or in whole multiples of `quantum` milli-GPU when it is
-    positive. Ties go to the tighter node (less free GPU left, then less CPU left), then to the
-    state signature, then to the node name. Call `update(node)` after changing a node's free
-    resources, or `sync(nodes)` to take another set of nodes as the cluster: what the scorer
-    ranked stays valid, since it depends on node states only.
+    positive (`share_quantum` for a share of one GPU). Ties go to the tighter node (less free GPU
+    left, then less CPU left), then to the state signature, then to the node name. Call
+    `update(node)` after changing a node's free resources, or `sync(nodes)` to take another set
+    of nodes as the cluster: what the scorer ranked stays valid, since it depends on node states
+    only.
 
     Each distinct state gets a number when first seen, so the bookkeeping of rankings hashes
     small integers rather than the nested tuples of a signature.
     """
 
     def __init__(
-        self, nodes: Iterable[NodeView], shapes: Sequence[Shape], quantum: float = QUANTUM
+        self,
+        nodes: Iterable[NodeView],
+        shapes: Sequence[Shape],
+        quantum: float = QUANTUM,
+        share_quantum: float = SHARE_QUANTUM,
     ) -> None:
-        if quantum < 0:
-            raise ValueError(f"quantum must be 0 or more, got {quantum}")
+        for name, q in (("quantum", quantum), ("share_quantum", share_quantum)):
+            if q < 0:
+                raise ValueError(f"{name} must be 0 or more, got {q}")
         self.shapes = tuple(shapes)
         self.quantum = quantum
+        self.share_quantum = share_quantum
         self.ids: dict[Sig, int] = {}  # every state seen, numbered
         self.sigs: list[Sig] = []  # and back
         self.klass: list[int] = []  # and its class (_klass)
@@ -468,14 +481,14 @@ class FragmentationScorer:
         mv = self._evaluate(pool, sig, req)
         if mv is None:
             return None
-        # steps are whole quanta, or millionths of a milli-GPU without a quantum
-        step = int(mv[0]) if self.quantum else round(mv[0] * 1_000_000)
-        return (_key(step, mv[2], mv[3]), sig, sid, mv[1])
+        return (_key(mv[0], mv[2], mv[3]), sig, sid, mv[1])
 
-    def _step(self, delta: float) -> float:
-        """The increase of F as compared: rounded off float noise, then in whole quanta."""
+    @staticmethod
+    def _step(delta: float, quantum: float) -> int:
+        """The increase of F as compared: in whole quanta, or in millionths of a milli-GPU
+        without a quantum (either way float noise is rounded off first)."""
         exact = round(delta, 6)
-        return float(math.floor(exact / self.quantum)) if self.quantum else exact
+        return math.floor(exact / quantum) if quantum else round(exact * 1_000_000)
 
     def _evaluate(self, pool: str, sig: Sig, req: Req) -> Move | None:
         dev, cpu, mem, hands = sig
@@ -491,7 +504,7 @@ class FragmentationScorer:
         best: Move | None = None
         if n == 0:
             delta = table.frag((dev, cpu - c, mem - m, hands)) - before
-            return (self._step(delta), -1, free, cpu - c)
+            return (self._step(delta, self.quantum), -1, free, cpu - c)
         if share == MILLI:
             whole = sum(1 for d in dev if d == MILLI)
             if whole < n:
@@ -499,7 +512,7 @@ class FragmentationScorer:
             after = tuple(sorted(dev[: len(dev) - n] + (0,) * n))
             delta = table.frag((after, cpu - c, mem - m, hands)) - before
             left = free - gpu
-            return (self._step(delta), -1, left, cpu - c)
+            return (self._step(delta, self.quantum), -1, left, cpu - c)
         seen = -1
         for i, d in enumerate(dev):
             if d < share or d == seen:
@@ -510,7 +523,7 @@ class FragmentationScorer:
             rest.sort()
             delta = table.frag((tuple(rest), cpu - c, mem - m, hands)) - before
             left = free - share
-            cand = (self._step(delta), d, left, cpu - c)
+            cand = (self._step(delta, self.share_quantum), d, left, cpu - c)
             if best is None or cand < best:
                 best = cand
         return best

@@ -123,14 +123,33 @@ def test_quantum_lets_the_tighter_node_win_small_differences() -> None:
     shapes = [Shape(0.98, 1, 500, 0, 0), Shape(0.02, 1, 500, 4000, 0)]
     state = state_of(Node("big", "T4", 2, 100_000, 1000), Node("small", "T4", 1, 5000, 1000))
     req = (500, 2000, 10)
-    exact = FragmentationScorer(state.nodes.values(), shapes, quantum=0.0)
+    exact = FragmentationScorer(state.nodes.values(), shapes, share_quantum=0.0)
     assert exact.choose(req, ("T4",))[0] == "big"
     # compared in steps of 15 the two increases are equal, and the tighter node takes it
-    coarse = FragmentationScorer(state.nodes.values(), shapes, quantum=15.0)
+    coarse = FragmentationScorer(state.nodes.values(), shapes, share_quantum=15.0)
     assert coarse.choose(req, ("T4",)) == ("small", (0,))
     # steps of 5 still tell 0 from 10
-    fine = FragmentationScorer(state.nodes.values(), shapes, quantum=5.0)
+    fine = FragmentationScorer(state.nodes.values(), shapes, share_quantum=5.0)
     assert fine.choose(req, ("T4",))[0] == "big"
+
+
+def test_a_share_is_compared_in_finer_steps_than_whole_gpus() -> None:
+    # on the small node 3 cores are left, too few for the 4-core shape: F grows by 30 there
+    # and by 0 on the big node, for a share and for a whole GPU alike
+    state = state_of(Node("big", "T4", 3, 100_000, 1000), Node("small", "T4", 2, 5000, 1000))
+    share = [Shape(0.94, 1, 500, 0, 0), Shape(0.06, 1, 500, 4000, 0)]
+    whole = [Shape(0.97, 1, MILLI, 0, 0), Shape(0.03, 1, MILLI, 4000, 0)]
+    # a share's steps of 20 tell 0 from 30: it goes where nothing is stranded
+    assert FragmentationScorer(state.nodes.values(), share).choose((500, 2000, 10), ("T4",)) == (
+        "big",
+        (0,),
+    )
+    # a whole GPU's steps of 40 do not, and the tighter node takes it
+    scorer = FragmentationScorer(state.nodes.values(), whole)
+    assert scorer.choose((MILLI, 2000, 10), ("T4",)) == ("small", (0,))
+    assert FragmentationScorer(state.nodes.values(), whole, quantum=20.0).choose(
+        (MILLI, 2000, 10), ("T4",)
+    ) == ("big", (0,))
 
 
 def test_fractions_go_only_where_the_device_plugin_shares_and_whole_gpus_only_where_not() -> None:
@@ -151,9 +170,11 @@ def test_fractions_go_only_where_the_device_plugin_shares_and_whole_gpus_only_wh
     assert scorer.choose((2000, 100, 10), ("T4",)) == ("plain", (0, 1))
 
 
-def test_quantum_must_not_be_negative() -> None:
-    with pytest.raises(ValueError, match="quantum"):
+def test_quanta_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="^quantum must be 0 or more, got -1.0"):
         FragmentationScorer([], [], quantum=-1.0)
+    with pytest.raises(ValueError, match="^share_quantum must be 0 or more, got -2.0"):
+        FragmentationScorer([], [], share_quantum=-2.0)
 
 
 def test_device_choice_within_a_node() -> None:
@@ -219,7 +240,9 @@ def _run(
     pods = _pods(rng, 400)
     state = state_of(*(reversed(nodes) if reverse else nodes))
     pools_all = tuple(sorted(state.pools))
-    scorer = FragmentationScorer(state.nodes.values(), target_workload(pods), quantum)
+    scorer = FragmentationScorer(
+        state.nodes.values(), target_workload(pods), quantum, share_quantum=quantum
+    )
     out: list[tuple[str, tuple[int, ...]] | None] = []
     for gpu, cpu, mem, spec in pods:
         req = (gpu, cpu, mem)
