@@ -44,8 +44,8 @@ MILLI = 1000  # milli-GPU per device
 # Increases of F are compared in steps of this many milli-GPU: steady across the openb lists
 # and seeds (see bench/replay_openb.py); smaller steps let rare multi-GPU shapes decide.
 QUANTUM = 40.0
-# ... and a share of one GPU's in steps of this many: on the gpushare lists 20 allocates more than
-# 40, while whole-GPU and CPU-only requests do best with QUANTUM.
+# A share of one GPU's increases are compared in these finer steps: on the gpushare lists 20
+# allocates more than 40 (and 10 loses on default), while whole GPUs do best with QUANTUM.
 SHARE_QUANTUM = 20.0
 _MEMO_KEPT = 200_000  # node states remembered per table of F (tables outlive cycles)
 _RANKINGS_KEPT = 4096  # rankings (pool, request) kept per scorer
