@@ -189,7 +189,6 @@ class Loader:
             index.nodes[ns.name] = ns
             index.by_full[ns.full][ns.name] = ns
             ns.levels = frozenset(self.seq_lv[ns.name])
-            ns.index = index
         by_level: list[tuple[int, int, NodeState]] = [
             (t, lv, ns) for ns in self.indexed for lv, t in self.seq_lv[ns.name].items()
         ]

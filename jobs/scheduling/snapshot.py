@@ -34,7 +34,6 @@ class NodeState:
         "levels",
         "residents",
         "schedulable",
-        "index",
         "freed",
         "shares",
         "whole",
@@ -54,7 +53,6 @@ class NodeState:
         # workload name -> replicas it runs here, so victims are found per node
         self.residents: dict[str, int] = {}
         self.schedulable = sched
-        self.index: PoolIndex | None = None
         # times capacity was given back here: a victim search that failed stays failed
         # while no node it looked at gained capacity (see preemption.base)
         self.freed = 0
@@ -65,8 +63,10 @@ class NodeState:
         """Total free milli-GPU over the devices."""
         return sum(self.dev)
 
-    def refresh(self) -> None:
-        """Recompute the cached counters and move the node between index buckets."""
+    def refresh(self, index: PoolIndex | None) -> None:
+        """Recompute the cached counters and move the node between the buckets of its pool's
+        index (None for a node that is not indexed). A node holds no link to its index, so a
+        cycle's working state is freed as soon as it is dropped, without the cyclic GC."""
         full = 0
         levels: set[int] = set()
         for d in self.dev:
@@ -75,8 +75,8 @@ class NodeState:
             elif d >= LEVEL:
                 levels.add(d // LEVEL)
         frozen = frozenset(levels)
-        if self.index is not None and (full != self.full or frozen != self.levels):
-            self.index.move(self, full, frozen)
+        if index is not None and (full != self.full or frozen != self.levels):
+            index.move(self, full, frozen)
         self.full = full
         self.levels = frozen
 
@@ -92,14 +92,6 @@ class PoolIndex:
         self.by_full: list[dict[str, NodeState]] = [{} for _ in range(max_gpus + 1)]
         self.by_level: list[dict[str, NodeState]] = [{} for _ in range(LEVELS)]
         self.nodes: dict[str, NodeState] = {}
-
-    def add(self, n: NodeState) -> None:
-        """Index a schedulable node."""
-        self.nodes[n.name] = n
-        self.by_full[n.full][n.name] = n
-        for lv in n.levels:
-            self.by_level[lv][n.name] = n
-        n.index = self
 
     def move(self, n: NodeState, full: int, levels: frozenset[int]) -> None:
         """Re-bucket a node whose free devices changed."""
@@ -257,7 +249,7 @@ class State:
         ns.cpu -= req[1]
         ns.mem -= req[2]
         ns.residents[owner] = ns.residents.get(owner, 0) + 1
-        ns.refresh()
+        ns.refresh(self.pools[ns.pool] if ns.schedulable else None)
         if self._scorer is not None:
             self._changed[ns.name] = ns
 
@@ -273,7 +265,7 @@ class State:
             ns.residents[owner] = left
         else:
             del ns.residents[owner]
-        ns.refresh()
+        ns.refresh(self.pools[ns.pool] if ns.schedulable else None)
         if self._scorer is not None:
             self._changed[ns.name] = ns
 
