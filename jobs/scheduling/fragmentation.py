@@ -311,6 +311,31 @@ def _signature(ns: NodeView) -> Sig:
     return (tuple(sorted(ns.dev)), ns.cpu, ns.mem, hands(ns.shares, ns.whole))
 
 
+class _Filed:
+    """Where the scorer filed a node (pool and state) and the raw values that state came from,
+    so a sync tells an unchanged node by comparing them, without building its signature."""
+
+    __slots__ = ("pool", "sid", "dev", "cpu", "mem", "hands")
+
+    def __init__(self, ns: NodeView, sid: int, hands_bits: int) -> None:
+        self.pool = ns.pool
+        self.sid = sid
+        self.dev = list(ns.dev)
+        self.cpu = ns.cpu
+        self.mem = ns.mem
+        self.hands = hands_bits
+
+    def holds(self, ns: NodeView, hands_bits: int) -> bool:
+        """Whether ns is in the state filed here."""
+        return (
+            ns.cpu == self.cpu
+            and ns.mem == self.mem
+            and hands_bits == self.hands
+            and ns.pool == self.pool
+            and list(ns.dev) == self.dev
+        )
+
+
 class _Slot:
     """What a ranking knows of one state: its heap entry (None when the request does not fit
     it) and whether the heap holds that entry now."""
@@ -365,8 +390,8 @@ class FragmentationScorer:
         self.ids: dict[Sig, int] = {}  # every state seen, numbered
         self.sigs: list[Sig] = []  # and back
         self.klass: list[int] = []  # and its class (_klass)
-        # node name -> (pool, state) it is filed under
-        self.where: dict[str, tuple[str, int]] = {}
+        # node name -> where it is filed (pool, state)
+        self.where: dict[str, _Filed] = {}
         # pool -> state -> nodes in that state
         self.groups: dict[str, dict[int, dict[str, NodeView]]] = {}
         # pool -> class -> states in the order their groups appeared (rankings catch up on
@@ -386,14 +411,13 @@ class FragmentationScorer:
                 continue
             name = ns.name
             present.add(name)
-            sid = self._id(_signature(ns))
             at = self.where.get(name)
-            if at is not None and at[1] == sid and at[0] == ns.pool:
-                self.groups[ns.pool][sid][name] = ns  # the same state in a new working copy
+            if at is not None and at.holds(ns, hands(ns.shares, ns.whole)):
+                self.groups[at.pool][at.sid][name] = ns  # the same state in a new working copy
                 continue
             if at is not None:
                 self._unfile(name)
-            self._file(ns, sid)
+            self._file(ns, self._id(_signature(ns)))
         for name in [n for n in self.where if n not in present]:
             self._unfile(name)
 
@@ -423,7 +447,7 @@ class FragmentationScorer:
             if len(lists[k]) >= 4 * len(groups) + _SLACK:
                 self._restart(pool)
         members[ns.name] = ns
-        self.where[ns.name] = (pool, sid)
+        self.where[ns.name] = _Filed(ns, sid, self.sigs[sid][3])
 
     def _restart(self, pool: str) -> None:
         """Most states the pool has seen are gone: start its record over from the live ones,
@@ -438,12 +462,12 @@ class FragmentationScorer:
                 rank.seen = [0] * len(lists)
 
     def _unfile(self, name: str) -> None:
-        pool, sid = self.where.pop(name)
-        groups = self.groups[pool]
-        members = groups[sid]
+        at = self.where.pop(name)
+        groups = self.groups[at.pool]
+        members = groups[at.sid]
         del members[name]
         if not members:
-            del groups[sid]
+            del groups[at.sid]
 
     def update(self, ns: NodeView) -> None:
         """Re-file a node whose free resources changed."""
@@ -451,7 +475,7 @@ class FragmentationScorer:
         if at is None:
             return
         sid = self._id(_signature(ns))
-        if sid == at[1]:
+        if sid == at.sid:
             return
         self._unfile(ns.name)
         self._file(ns, sid)
