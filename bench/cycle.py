@@ -243,22 +243,64 @@ def measure(snap: Snapshot, runs: int) -> dict[str, object]:
     }
 
 
-def side_by_side(other: Path, argv: list[str]) -> dict[str, object]:
-    """The same run in `other`'s checkout and in this one, each in its own process, with the
-    ratio of the median times (this / other) per scenario."""
-    rest = [a for i, a in enumerate(argv) if a != "--against" and argv[i - 1 : i] != ["--against"]]
-    runs: dict[str, dict[str, object]] = {}
-    for label, cwd in (("against", other), ("this", REPO)):
-        done = subprocess.run(
-            isolated("bench/cycle.py", *rest), cwd=cwd, capture_output=True, text=True, check=True
-        )
-        runs[label] = json.loads(done.stdout.strip().splitlines()[-1])
-    ratios = {
-        k: round(float(v["median_s"]) / float(runs["against"][k]["median_s"]), 3)  # type: ignore[index]
-        for k, v in runs["this"].items()
-        if isinstance(v, dict) and isinstance(runs["against"].get(k), dict)
-    }
-    return {"against": str(other), **runs, "median_ratio_this_over_against": ratios}
+def side_by_side(other: Path, rounds: int, argv: list[str]) -> dict[str, object]:
+    """The same run in `other`'s checkout and in this one, each in its own process, taking
+    turns `rounds` times so that a machine slowing down or speeding up weighs on both alike.
+    Per scenario: the median over the rounds of each side's median time, and their ratio
+    (this / other) with the lowest and highest ratio of a single round."""
+    rest: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--against", "--rounds"):
+            skip = True
+        else:
+            rest.append(a)
+    runs: dict[str, list[dict[str, object]]] = {"against": [], "this": []}
+    for _ in range(rounds):
+        for label, cwd in (("against", other), ("this", REPO)):
+            done = subprocess.run(
+                isolated("bench/cycle.py", *rest),
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            runs[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    scenarios = [k for k, v in runs["this"][0].items() if isinstance(v, dict)]
+    out: dict[str, object] = {"against": str(other), "rounds": rounds}
+    for label, got in runs.items():
+        # the last run's figures, with the median time over all rounds
+        out[label] = {
+            k: {**_scenario(got[-1], k), "median_s": _median_of(got, k)} for k in scenarios
+        }
+    ratios: dict[str, object] = {}
+    for k in scenarios:
+        each = [
+            _median_of([t], k) / _median_of([a], k)
+            for a, t in zip(runs["against"], runs["this"], strict=True)
+        ]
+        ratios[k] = {
+            "ratio": round(_median_of(runs["this"], k) / _median_of(runs["against"], k), 3),
+            "lowest": round(min(each), 3),
+            "highest": round(max(each), 3),
+        }
+    out["median_ratio_this_over_against"] = ratios
+    return out
+
+
+def _scenario(run: dict[str, object], name: str) -> dict[str, object]:
+    """One scenario's figures in a run's output."""
+    got = run[name]
+    assert isinstance(got, dict)
+    return got
+
+
+def _median_of(runs: list[dict[str, object]], scenario: str) -> float:
+    """The median over runs of one scenario's median time."""
+    times = [_scenario(r, scenario)["median_s"] for r in runs]
+    return statistics.median(t for t in times if isinstance(t, float))
 
 
 def main() -> None:
@@ -271,11 +313,16 @@ def main() -> None:
     parser.add_argument(
         "--against",
         type=Path,
-        help="another checkout (e.g. main): run the same scenarios there first, print both",
+        help="another checkout (e.g. main): run the same scenarios there too, print both",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="with --against: turns each checkout takes"
     )
     args = parser.parse_args()
     if args.against is not None:
-        print(json.dumps(side_by_side(args.against, sys.argv[1:])))
+        if args.rounds < 1:
+            parser.error(f"--rounds must be 1 or more, got {args.rounds}")
+        print(json.dumps(side_by_side(args.against, args.rounds, sys.argv[1:])))
         return
     out: dict[str, object] = {"core": "compiled" if COMPILED else "pure"}
     modes = [m for m in ("calm", "storm") if args.mode in (None, m)]
