@@ -13,12 +13,14 @@ import subprocess
 import sys
 import time
 import tracemalloc
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import OPENB_TRACES, isolated  # noqa: E402
+from bench import OPENB_TRACES, isolated_code  # noqa: E402
 from jobs.scheduling._loader import load  # noqa: E402
 
 COMPILED = load() == "compiled"  # before the core's modules are imported
@@ -243,64 +245,121 @@ def measure(snap: Snapshot, runs: int) -> dict[str, object]:
     }
 
 
-def side_by_side(other: Path, rounds: int, argv: list[str]) -> dict[str, object]:
-    """The same run in `other`'s checkout and in this one, each in its own process, taking
-    turns `rounds` times so that a machine slowing down or speeding up weighs on both alike.
-    Per scenario: the median over the rounds of each side's median time, and their ratio
-    (this / other) with the lowest and highest ratio of a single round."""
-    rest: list[str] = []
-    skip = False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a in ("--against", "--rounds"):
-            skip = True
-        else:
-            rest.append(a)
-    runs: dict[str, list[dict[str, object]]] = {"against": [], "this": []}
-    for _ in range(rounds):
-        for label, cwd in (("against", other), ("this", REPO)):
-            done = subprocess.run(
-                isolated("bench/cycle.py", *rest),
-                cwd=cwd,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            runs[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
-    scenarios = [k for k, v in runs["this"][0].items() if isinstance(v, dict)]
-    out: dict[str, object] = {"against": str(other), "rounds": rounds}
-    for label, got in runs.items():
-        # the last run's figures, with the median time over all rounds
-        out[label] = {
-            k: {**_scenario(got[-1], k), "median_s": _median_of(got, k)} for k in scenarios
+@dataclass(frozen=True)
+class Scenario:
+    """A synthetic cluster: its nodes ("openb", or (count, GPUs each)), running and pending
+    workloads, request sizes and seed."""
+
+    nodes: str | tuple[int, int]
+    running: int
+    pending: int
+    sizes: tuple[int, ...]
+    seed: int
+
+
+# "a" falls back to 1,213 uniform nodes where the openb traces are absent
+SCENARIOS = {
+    "quick": Scenario((50, 8), 300, 100, SIZES_A, 1),
+    "a": Scenario("openb", 8000, 2000, SIZES_A, 1),
+    "b": Scenario((4000, 8), 140_000, 5000, SIZES_B, 2),
+}
+
+# One side of a side-by-side run, started in a checkout with that checkout's modules: it builds
+# the scenario with its own bench/cycle.py, prints the warm-up cycle's decisions, then runs one
+# cycle per line read and prints its seconds.
+SERVE = """
+import json, sys, time
+from bench import cycle as c
+spec = json.loads(sys.argv[1])
+n = spec["nodes"]
+nodes = (c.openb_nodes() or c.uniform_nodes(1213, 5)) if n == "openb" else c.uniform_nodes(*n)
+snap = c.build(nodes, spec["running"], spec["pending"], tuple(spec["sizes"]), spec["seed"],
+               spec["calm"])
+r = c.run_cycle(snap)
+print(json.dumps({"admitted": len(r.admitted), "preempted": len(r.preempted),
+                  "digest": c.digest(r)}), flush=True)
+for _ in sys.stdin:
+    t0 = time.perf_counter()
+    c.run_cycle(snap)
+    print(time.perf_counter() - t0, flush=True)
+"""
+
+
+def scenario(name: str, calm: bool) -> Snapshot:
+    """The snapshot of a named scenario."""
+    sc = SCENARIOS[name]
+    if isinstance(sc.nodes, str):
+        nodes = openb_nodes() or uniform_nodes(1213, 5)
+    else:
+        nodes = uniform_nodes(*sc.nodes)
+    return build(nodes, sc.running, sc.pending, sc.sizes, sc.seed, calm)
+
+
+class _Side:
+    """A checkout's server for one scenario."""
+
+    def __init__(self, checkout: Path, spec: dict[str, Any]) -> None:
+        self.proc = subprocess.Popen(
+            isolated_code(SERVE, json.dumps(spec)),
+            cwd=checkout,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.decisions: dict[str, object] = json.loads(self._line())
+        self.times: list[float] = []
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            assert self.proc.stderr is not None
+            raise RuntimeError(f"a bench server failed:\n{self.proc.stderr.read()}")
+        return line
+
+    def run(self) -> None:
+        """Time one cycle."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        self.times.append(float(self._line()))
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def side_by_side(other: Path, names: list[tuple[str, bool]], runs: int) -> dict[str, object]:
+    """Each scenario in `other`'s checkout and in this one, one server process each, cycles
+    taking turns (the order flipped every pair), so that a machine slowing down or speeding up
+    weighs on both alike. Per scenario: each side's median, their ratio (this / other), the
+    quartiles of the pairs' ratios, and each side's decisions."""
+    out: dict[str, object] = {"against": str(other), "runs": runs}
+    for name, calm in names:
+        spec = {**asdict(SCENARIOS[name]), "calm": calm}
+        sides = {"against": _Side(other, spec), "this": _Side(REPO, spec)}
+        try:
+            for i in range(runs):
+                order = ("against", "this") if i % 2 == 0 else ("this", "against")
+                for label in order:
+                    sides[label].run()
+        finally:
+            for side in sides.values():
+                side.close()
+        a, t = sides["against"], sides["this"]
+        pairs = [y / x for x, y in zip(a.times, t.times, strict=True)]
+        q1, _, q3 = statistics.quantiles(pairs, n=4) if runs > 1 else (pairs[0],) * 3
+        out[f"{name}_{'calm' if calm else 'storm'}"] = {
+            "against_median_s": round(statistics.median(a.times), 4),
+            "this_median_s": round(statistics.median(t.times), 4),
+            "ratio": round(statistics.median(t.times) / statistics.median(a.times), 3),
+            "pair_ratio_q1_q3": [round(q1, 3), round(q3, 3)],
+            "against": a.decisions,
+            "this": t.decisions,
         }
-    ratios: dict[str, object] = {}
-    for k in scenarios:
-        each = [
-            _median_of([t], k) / _median_of([a], k)
-            for a, t in zip(runs["against"], runs["this"], strict=True)
-        ]
-        ratios[k] = {
-            "ratio": round(_median_of(runs["this"], k) / _median_of(runs["against"], k), 3),
-            "lowest": round(min(each), 3),
-            "highest": round(max(each), 3),
-        }
-    out["median_ratio_this_over_against"] = ratios
     return out
-
-
-def _scenario(run: dict[str, object], name: str) -> dict[str, object]:
-    """One scenario's figures in a run's output."""
-    got = run[name]
-    assert isinstance(got, dict)
-    return got
-
-
-def _median_of(runs: list[dict[str, object]], scenario: str) -> float:
-    """The median over runs of one scenario's median time."""
-    times = [_scenario(r, scenario)["median_s"] for r in runs]
-    return statistics.median(t for t in times if isinstance(t, float))
 
 
 def main() -> None:
@@ -313,33 +372,18 @@ def main() -> None:
     parser.add_argument(
         "--against",
         type=Path,
-        help="another checkout (e.g. main): run the same scenarios there too, print both",
-    )
-    parser.add_argument(
-        "--rounds", type=int, default=3, help="with --against: turns each checkout takes"
+        help="another checkout (e.g. main): time the same scenarios there, taking turns",
     )
     args = parser.parse_args()
+    modes = [m == "calm" for m in ("calm", "storm") if args.mode in (None, m)]
+    kinds = ["quick"] if args.quick else [k for k in ("a", "b") if args.only in (None, k)]
+    names = [(k, calm) for calm in modes for k in kinds]
     if args.against is not None:
-        if args.rounds < 1:
-            parser.error(f"--rounds must be 1 or more, got {args.rounds}")
-        print(json.dumps(side_by_side(args.against, args.rounds, sys.argv[1:])))
+        print(json.dumps(side_by_side(args.against, names, args.runs)))
         return
     out: dict[str, object] = {"core": "compiled" if COMPILED else "pure"}
-    modes = [m for m in ("calm", "storm") if args.mode in (None, m)]
-    if args.quick:
-        for m in modes:
-            snap = build(uniform_nodes(50, 8), 300, 100, SIZES_A, 1, m == "calm")
-            out[f"quick_{m}"] = measure(snap, 2)
-    else:
-        for m in modes:
-            if args.only in (None, "a"):
-                nodes_a = openb_nodes() or uniform_nodes(1213, 5)
-                snap = build(nodes_a, 8000, 2000, SIZES_A, 1, m == "calm")
-                out[f"a_{m}"] = measure(snap, args.runs)
-            if args.only in (None, "b"):
-                snap = build(uniform_nodes(4000, 8), 140_000, 5000, SIZES_B, 2, m == "calm")
-                out[f"b_{m}"] = measure(snap, args.runs)
-            del snap
+    for k, calm in names:
+        out[f"{k}_{'calm' if calm else 'storm'}"] = measure(scenario(k, calm), args.runs)
     out["max_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     print(json.dumps(out))
 
