@@ -326,6 +326,7 @@ class _Side:
         self.times.append(float(self._line()))
 
     def close(self) -> None:
+        """End the server."""
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         self.proc.wait()
