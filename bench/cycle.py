@@ -376,6 +376,8 @@ def main() -> None:
         help="another checkout (e.g. main): time the same scenarios there, taking turns",
     )
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error(f"--runs must be 1 or more, got {args.runs}")
     modes = [m == "calm" for m in ("calm", "storm") if args.mode in (None, m)]
     kinds = ["quick"] if args.quick else [k for k in ("a", "b") if args.only in (None, k)]
     names = [(k, calm) for calm in modes for k in kinds]

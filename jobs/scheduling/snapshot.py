@@ -242,6 +242,13 @@ class State:
                 loader.load(w)
         loader.finish()
 
+    def _changed_free(self, ns: NodeState) -> None:
+        """After a node's free resources changed: its counters and buckets, and the scorer's
+        note to re-file it."""
+        ns.refresh(self.pools[ns.pool] if ns.schedulable else None)
+        if self._scorer is not None:
+            self._changed[ns.name] = ns
+
     def _take(self, ns: NodeState, req: Vec, devices: tuple[int, ...], owner: str) -> None:
         share = req[0] if req[0] < MILLI else MILLI
         for i in devices:
@@ -249,9 +256,7 @@ class State:
         ns.cpu -= req[1]
         ns.mem -= req[2]
         ns.residents[owner] = ns.residents.get(owner, 0) + 1
-        ns.refresh(self.pools[ns.pool] if ns.schedulable else None)
-        if self._scorer is not None:
-            self._changed[ns.name] = ns
+        self._changed_free(ns)
 
     def _give(self, ns: NodeState, req: Vec, devices: tuple[int, ...], owner: str) -> None:
         ns.freed += 1
@@ -265,9 +270,7 @@ class State:
             ns.residents[owner] = left
         else:
             del ns.residents[owner]
-        ns.refresh(self.pools[ns.pool] if ns.schedulable else None)
-        if self._scorer is not None:
-            self._changed[ns.name] = ns
+        self._changed_free(ns)
 
     def _account(self, e: Entry, sign: int, counts: dict[str, int] | None = None) -> None:
         """Add (sign=1) or remove (sign=-1) an entry's usage along its quota chain: all of
