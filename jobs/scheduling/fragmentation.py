@@ -64,7 +64,7 @@ HANDS_ANY = HANDS_SHARES | HANDS_WHOLE
 # a state's best move for a request: (increase of F in steps, free share of the device taken or
 # -1, GPU left, CPU left)
 Move = tuple[int, int, int, int]
-# a ranked state: (_key of its move, signature, its number, free share taken); the signature
+# a ranked state: (_key of its move, signature, its _State, free share taken); the signature
 # breaks ties, so the choice depends on the states only. Typed as a plain tuple: compiled code
 # then reads one field of a heap entry without unpacking them all.
 Ranked = tuple[Any, ...]
@@ -311,19 +311,33 @@ def _signature(ns: NodeView) -> Sig:
     return (tuple(sorted(ns.dev)), ns.cpu, ns.mem, hands(ns.shares, ns.whole))
 
 
+class _State:
+    """One distinct node state the scorer has seen in a pool: its signature, its class (_klass)
+    and the nodes in it now (none: the state is gone). Rankings key on the record itself,
+    which hashes by address, and read whether it is live from it: no nested tuple is hashed
+    and no number boxed at each lookup."""
+
+    __slots__ = ("sig", "klass", "members")
+
+    def __init__(self, sig: Sig) -> None:
+        self.sig = sig
+        self.klass = _klass(sig)
+        self.members: dict[str, NodeView] = {}
+
+
 class _Filed:
     """Where the scorer filed a node (pool and state) and the raw values that state came from,
     so a sync tells an unchanged node by comparing them, without building its signature."""
 
-    __slots__ = ("pool", "sid", "dev", "cpu", "mem", "hands")
+    __slots__ = ("pool", "state", "dev", "cpu", "mem", "hands")
 
-    def __init__(self, ns: NodeView, sid: int, hands_bits: int) -> None:
+    def __init__(self, ns: NodeView, state: _State) -> None:
         self.pool = ns.pool
-        self.sid = sid
+        self.state = state
         self.dev = list(ns.dev)
         self.cpu = ns.cpu
         self.mem = ns.mem
-        self.hands = hands_bits
+        self.hands = state.sig[3]
 
     def holds(self, ns: NodeView, hands_bits: int) -> bool:
         """Whether ns is in the state filed here."""
@@ -357,7 +371,7 @@ class _Ranking:
         self.heap: list[Ranked] = []
         self.lowest = lowest  # the first class of states the request can fit (see _klass)
         self.seen: list[int] = []  # per class, how many of the pool's born states it has seen
-        self.slots: dict[int, _Slot] = {}  # per state looked at
+        self.slots: dict[_State, _Slot] = {}  # per state looked at
 
 
 class FragmentationScorer:
@@ -370,8 +384,8 @@ class FragmentationScorer:
     of nodes as the cluster: what the scorer ranked stays valid, since it depends on node states
     only.
 
-    Each distinct state gets a number when first seen, so the bookkeeping of rankings hashes
-    small integers rather than the nested tuples of a signature.
+    Each distinct state gets a record (_State) when first seen, so the bookkeeping of rankings
+    hashes addresses rather than the nested tuples of a signature.
     """
 
     def __init__(
@@ -387,16 +401,15 @@ class FragmentationScorer:
         self.shapes = tuple(shapes)
         self.quantum = quantum
         self.share_quantum = share_quantum
-        self.ids: dict[Sig, int] = {}  # every state seen, numbered
-        self.sigs: list[Sig] = []  # and back
-        self.klass: list[int] = []  # and its class (_klass)
+        self.states: dict[str, dict[Sig, _State]] = {}  # pool -> every state seen there
+        self.state_count = 0  # states seen, over all pools
         # node name -> where it is filed (pool, state)
         self.where: dict[str, _Filed] = {}
-        # pool -> state -> nodes in that state
-        self.groups: dict[str, dict[int, dict[str, NodeView]]] = {}
+        # pool -> live state -> nodes in that state (its members)
+        self.groups: dict[str, dict[_State, dict[str, NodeView]]] = {}
         # pool -> class -> states in the order their groups appeared (rankings catch up on
         # the classes their request can fit)
-        self.born: dict[str, list[list[int]]] = {}
+        self.born: dict[str, list[list[_State]]] = {}
         self.tables: dict[str, _Table] = {}
         self.rankings: dict[tuple[str, Req], _Ranking] = {}
         self.owner = 0  # which working state last synced it (see shared_scorer)
@@ -413,41 +426,43 @@ class FragmentationScorer:
             present.add(name)
             at = self.where.get(name)
             if at is not None and at.holds(ns, hands(ns.shares, ns.whole)):
-                self.groups[at.pool][at.sid][name] = ns  # the same state in a new working copy
+                at.state.members[name] = ns  # the same state in a new working copy
                 continue
             if at is not None:
                 self._unfile(name)
-            self._file(ns, self._id(_signature(ns)))
+            self._file(ns, self._state(ns.pool, _signature(ns)))
         for name in [n for n in self.where if n not in present]:
             self._unfile(name)
 
-    def _id(self, sig: Sig) -> int:
-        sid = self.ids.get(sig)
-        if sid is None:
-            sid = self.ids[sig] = len(self.sigs)
-            self.sigs.append(sig)
-            self.klass.append(_klass(sig))
-        return sid
+    def _state(self, pool: str, sig: Sig) -> _State:
+        known = self.states.get(pool)
+        if known is None:
+            known = self.states[pool] = {}
+        st = known.get(sig)
+        if st is None:
+            st = known[sig] = _State(sig)
+            self.state_count += 1
+        return st
 
-    def _file(self, ns: NodeView, sid: int) -> None:
+    def _file(self, ns: NodeView, st: _State) -> None:
         pool = ns.pool
         groups = self.groups.get(pool)
         if groups is None:
             groups = self.groups[pool] = {}
             self.born[pool] = []
             self.tables[pool] = _table(pool, self.shapes)
-        members = groups.get(sid)
-        if members is None:
-            members = groups[sid] = {}
+        members = st.members
+        if not members:
+            groups[st] = members
             lists = self.born[pool]
-            k = self.klass[sid]
+            k = st.klass
             while len(lists) <= k:
                 lists.append([])
-            lists[k].append(sid)
+            lists[k].append(st)
             if len(lists[k]) >= 4 * len(groups) + _SLACK:
                 self._restart(pool)
         members[ns.name] = ns
-        self.where[ns.name] = _Filed(ns, sid, self.sigs[sid][3])
+        self.where[ns.name] = _Filed(ns, st)
 
     def _restart(self, pool: str) -> None:
         """Most states the pool has seen are gone: start its record over from the live ones,
@@ -455,57 +470,54 @@ class FragmentationScorer:
         lists = self.born[pool]
         for born in lists:
             born.clear()
-        for sid in self.groups[pool]:
-            lists[self.klass[sid]].append(sid)
+        for st in self.groups[pool]:
+            lists[st.klass].append(st)
         for (p, _), rank in self.rankings.items():
             if p == pool:
                 rank.seen = [0] * len(lists)
 
     def _unfile(self, name: str) -> None:
         at = self.where.pop(name)
-        groups = self.groups[at.pool]
-        members = groups[at.sid]
+        members = at.state.members
         del members[name]
         if not members:
-            del groups[at.sid]
+            del self.groups[at.pool][at.state]
 
     def update(self, ns: NodeView) -> None:
         """Re-file a node whose free resources changed."""
         at = self.where.get(ns.name)
         if at is None:
             return
-        sid = self._id(_signature(ns))
-        if sid == at.sid:
+        st = self._state(ns.pool, _signature(ns))
+        if st is at.state:
             return
         self._unfile(ns.name)
-        self._file(ns, sid)
+        self._file(ns, st)
 
-    def _look(self, pool: str, req: Req, rank: _Ranking, fresh: list[int], start: int) -> None:
+    def _look(self, pool: str, req: Req, rank: _Ranking, fresh: list[_State], start: int) -> None:
         """Rank the states fresh[start:] that are live and not ranked yet."""
-        groups = self.groups[pool]
         heap = rank.heap
         slots = rank.slots
         for i in range(start, len(fresh)):
-            sid = fresh[i]
+            st = fresh[i]
             # most states born since the last look are gone again (trial placements)
-            if sid not in groups:
+            if not st.members:
                 continue
-            slot = slots.get(sid)
+            slot = slots.get(st)
             if slot is None:
-                slot = slots[sid] = _Slot(self._entry(pool, sid, req))
+                slot = slots[st] = _Slot(self._entry(pool, st, req))
             elif slot.inside:
                 continue
             if slot.entry is not None:
                 heapq.heappush(heap, slot.entry)
                 slot.inside = True
 
-    def _entry(self, pool: str, sid: int, req: Req) -> Ranked | None:
+    def _entry(self, pool: str, st: _State, req: Req) -> Ranked | None:
         """The heap entry of a state for req, None when req does not fit it."""
-        sig = self.sigs[sid]
-        mv = self._evaluate(pool, sig, req)
+        mv = self._evaluate(pool, st.sig, req)
         if mv is None:
             return None
-        return (_key(mv[0], mv[2], mv[3]), sig, sid, mv[1])
+        return (_key(mv[0], mv[2], mv[3]), st.sig, st, mv[1])
 
     @staticmethod
     def _step(delta: float, quantum: float) -> int:
@@ -581,26 +593,26 @@ class FragmentationScorer:
         if len(heap) > 2 * len(groups) + _SLACK:
             # mostly stale: keep the live states only
             for r in heap:
-                if r[2] not in groups:
+                if _gone(r):
                     slots[r[2]].inside = False
-            heap[:] = [r for r in heap if r[2] in groups]
+            heap[:] = [r for r in heap if not _gone(r)]
             heapq.heapify(heap)
         # states that no node is in any more leave from the top
-        while heap and heap[0][2] not in groups:
+        while heap and _gone(heap[0]):
             slots[heapq.heappop(heap)[2]].inside = False
         return rank
 
-    def _spread(self, pool: str, rank: _Ranking, owner: str) -> tuple[int, Ranked, NodeView] | None:
+    def _spread(self, rank: _Ranking, owner: str) -> tuple[int, Ranked, NodeView] | None:
         """The best state with a node free of owner's replicas (or the fewest of them)."""
-        groups = self.groups[pool]
         heap = rank.heap
         popped: list[Ranked] = []
         best: tuple[int, Ranked, NodeView] | None = None
         while heap:
             top = heapq.heappop(heap)
-            members = groups.get(top[2])
-            if members is None:
-                rank.slots[top[2]].inside = False
+            st: _State = top[2]
+            members = st.members
+            if not members:
+                rank.slots[st].inside = False
                 continue
             popped.append(top)
             ns = min(members.values(), key=lambda n: (n.residents.get(owner, 0), n.name))
@@ -629,16 +641,19 @@ class FragmentationScorer:
             if not rank.heap:
                 continue
             if spread_owner is not None:
-                found = self._spread(pool, rank, spread_owner)
+                found = self._spread(rank, spread_owner)
                 if found is None:
                     continue
             else:
                 top = rank.heap[0]
-                found = (0, top, min(self.groups[pool][top[2]].values(), key=_name))
-            if (
-                best is None
-                or found[:2] < best[:2]
-                or (found[:2] == best[:2] and found[2].name < best[2].name)
+                found = (0, top, _first_named(top[2]))
+            # pools compare by replicas of the service, move and signature, then node name (a
+            # signature may be live in two pools, each with its own _State)
+            if best is None or (found[0], found[1][0], found[1][1], found[2].name) < (
+                best[0],
+                best[1][0],
+                best[1][1],
+                best[2].name,
             ):
                 best = found
         if best is None:
@@ -657,8 +672,20 @@ _GPU_CAP = (1 << 20) - 1  # milli-GPU left on a node, far above any node's
 _CPU_CAP = (1 << 24) - 1
 
 
-def _name(ns: NodeView) -> str:
-    return ns.name
+def _gone(r: Ranked) -> bool:
+    """Whether no node is in the state of a heap entry any more."""
+    st: _State = r[2]
+    return not st.members
+
+
+def _first_named(st: _State) -> NodeView:
+    """The node of a live state whose name sorts first."""
+    first: NodeView | None = None
+    for ns in st.members.values():
+        if first is None or ns.name < first.name:
+            first = ns
+    assert first is not None, "a live state has a node"
+    return first
 
 
 # One scorer per thread and target, kept from cycle to cycle: consecutive cycles see mostly the
@@ -677,7 +704,7 @@ def shared_scorer(
 ) -> FragmentationScorer:
     """This thread's scorer for the target, synced to `nodes` unless `owner` synced it last."""
     scorer: FragmentationScorer | None = getattr(_LOCAL, "scorer", None)
-    if scorer is None or scorer.shapes != shapes or len(scorer.sigs) > _STATES_KEPT:
+    if scorer is None or scorer.shapes != shapes or scorer.state_count > _STATES_KEPT:
         scorer = FragmentationScorer(nodes, shapes)
         _LOCAL.scorer = scorer
     elif scorer.owner != owner:
