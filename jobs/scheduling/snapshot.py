@@ -197,6 +197,8 @@ class State:
         # Not-in-Quota ones among them, so victim searches never scan the whole running set
         self.train_at: dict[tuple[str, str], dict[str, Entry]] = {}
         self.niq_at: dict[tuple[str, str], dict[str, Entry]] = {}
+        # the lowest priority among train_at's entries, where known (see lowest_priority)
+        self.floors: dict[tuple[str, str], int] = {}
         # per submission quota, the Not-in-Quota entries that may become In Quota (all but
         # idle_only), so the search for ones whose quota has room never scans the running set
         self.upgradable: dict[str, dict[str, Entry]] = {q: {} for q in self.tree.quotas}
@@ -288,6 +290,9 @@ class State:
                     if by is None:
                         by = self.train_at[k] = {}
                     by[w.name] = e
+                    floor = self.floors.get(k)
+                    if floor is not None and w.priority < floor:
+                        self.floors[k] = w.priority
                     if not e.in_quota:
                         by = self.niq_at.get(k)
                         if by is None:
@@ -295,6 +300,8 @@ class State:
                         by[w.name] = e
                 else:
                     self.train_at[k].pop(w.name, None)
+                    if self.floors.get(k) == w.priority:
+                        del self.floors[k]  # perhaps the last at that priority: found again
                     by = self.niq_at.get(k)
                     if by is not None:
                         by.pop(w.name, None)
@@ -567,6 +574,19 @@ class State:
                 self._scorer.update(ns)
             self._changed.clear()
         return self._scorer
+
+    def lowest_priority(self, quota: str, pool: str) -> int | None:
+        """The lowest priority of the quota's running training in the pool (None: none runs):
+        lowered as entries join below it, found again once one at that priority has left."""
+        k = (quota, pool)
+        floor = self.floors.get(k)
+        if floor is None:
+            by = self.train_at.get(k)
+            if not by:
+                return None
+            floor = min(e.w.priority for e in by.values())
+            self.floors[k] = floor
+        return floor
 
     def victims_at(self, quota: str, pool: str, niq_only: bool) -> list[Entry]:
         """Running training of one quota in one pool (only Not in Quota with niq_only)."""

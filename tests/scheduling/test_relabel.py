@@ -20,13 +20,15 @@ RELABEL = settings(max_examples=300, deadline=None, suppress_health_check=[Healt
 
 
 def tables(state: State) -> tuple[dict[object, object], ...]:
-    """The state's In-Quota and borrowed tables, without their zero rows."""
+    """The state's In-Quota and borrowed tables, without their zero rows, and the lowest
+    priority of the running training per quota and pool."""
     return (
         {k: u for k, u in state.inq.items() if any(u)},
         {k: u for k, u in state.direct_inq.items() if any(u)},
         {k: g for k, g in state.borrowed.items() if g},
         {k: set(by) for k, by in state.niq_at.items() if by},
         {q: set(by) for q, by in state.upgradable.items() if by},
+        {k: state.lowest_priority(*k) for k, by in state.train_at.items() if by},
     )
 
 
@@ -47,9 +49,13 @@ def test_labels_moved_entry_by_entry_give_the_tables_a_rebuild_gives(
     state = State(snap)
     label_running(state)
     for _ in range(data.draw(st.integers(1, 3), label="rounds")):
+        for q, pool in list(state.train_at):
+            state.lowest_priority(q, pool)  # known before the moves, so they must keep it
         names = sorted(state.entries)
         gone = data.draw(st.lists(st.sampled_from(names), unique=True) if names else st.just([]))
         removed = [state.remove(n) for n in gone]
+        for q, pool in list(state.train_at):
+            state.lowest_priority(q, pool)  # asked between evictions and restores, as searches do
         # a failed victim search puts its candidates back; a victim may restart at once,
         # starting now with whatever label its admission gave it
         for e in removed:

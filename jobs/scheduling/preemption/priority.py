@@ -17,13 +17,8 @@ class PriorityPreemption:
         if a.w.idle == "idle_only":
             return False
         below = a.below = a.w.priority
-        group = a.state.victim_cache.get((a.w.quota, a.pool, False))
-        if group is not None:  # sorted by priority first
-            return any(e.w.priority < below for e in group[:1])
-        # Not sorted yet: what sorting it would put first, found by a scan (the sort is
-        # left to a search that needs it; most quotas have nothing of lower priority).
-        by = a.state.train_at.get((a.w.quota, a.pool))
-        return by is not None and any(e.w.priority < below for e in by.values())
+        floor = a.state.lowest_priority(a.w.quota, a.pool)
+        return floor is not None and floor < below
 
     def candidates(self, a: Attempt) -> list[tuple[str, bool]]:
         """The quota's own training; the stream stops at the preemptor's priority."""
