@@ -197,8 +197,8 @@ class State:
         # Not-in-Quota ones among them, so victim searches never scan the whole running set
         self.train_at: dict[tuple[str, str], dict[str, Entry]] = {}
         self.niq_at: dict[tuple[str, str], dict[str, Entry]] = {}
-        # the lowest priority among train_at's entries, where known (see lowest_priority)
-        self.floors: dict[tuple[str, str], int] = {}
+        # how many of train_at's entries run at each priority, once asked (see lowest_priority)
+        self.priorities: dict[tuple[str, str], dict[int, int]] = {}
         # per submission quota, the Not-in-Quota entries that may become In Quota (all but
         # idle_only), so the search for ones whose quota has room never scans the running set
         self.upgradable: dict[str, dict[str, Entry]] = {q: {} for q in self.tree.quotas}
@@ -289,19 +289,24 @@ class State:
                     by = self.train_at.get(k)
                     if by is None:
                         by = self.train_at[k] = {}
+                    if w.name not in by:
+                        at = self.priorities.get(k)
+                        if at is not None:
+                            at[w.priority] = at.get(w.priority, 0) + 1
                     by[w.name] = e
-                    floor = self.floors.get(k)
-                    if floor is not None and w.priority < floor:
-                        self.floors[k] = w.priority
                     if not e.in_quota:
                         by = self.niq_at.get(k)
                         if by is None:
                             by = self.niq_at[k] = {}
                         by[w.name] = e
                 else:
-                    self.train_at[k].pop(w.name, None)
-                    if self.floors.get(k) == w.priority:
-                        del self.floors[k]  # perhaps the last at that priority: found again
+                    at = self.priorities.get(k)
+                    if self.train_at[k].pop(w.name, None) is not None and at is not None:
+                        left = at[w.priority] - 1
+                        if left:
+                            at[w.priority] = left
+                        else:
+                            del at[w.priority]
                     by = self.niq_at.get(k)
                     if by is not None:
                         by.pop(w.name, None)
@@ -576,17 +581,18 @@ class State:
         return self._scorer
 
     def lowest_priority(self, quota: str, pool: str) -> int | None:
-        """The lowest priority of the quota's running training in the pool (None: none runs):
-        lowered as entries join below it, found again once one at that priority has left."""
+        """The lowest priority of the quota's running training in the pool (None: none runs).
+        The entries per priority are counted on the first call and kept as entries join and
+        leave, so a call costs the few priorities in use, not a scan."""
         k = (quota, pool)
-        floor = self.floors.get(k)
-        if floor is None:
+        at = self.priorities.get(k)
+        if at is None:
+            at = self.priorities[k] = {}
             by = self.train_at.get(k)
-            if not by:
-                return None
-            floor = min(e.w.priority for e in by.values())
-            self.floors[k] = floor
-        return floor
+            if by:
+                for e in by.values():
+                    at[e.w.priority] = at.get(e.w.priority, 0) + 1
+        return min(at) if at else None
 
     def victims_at(self, quota: str, pool: str, niq_only: bool) -> list[Entry]:
         """Running training of one quota in one pool (only Not in Quota with niq_only)."""
