@@ -51,7 +51,7 @@ _MEMO_KEPT = 200_000  # node states remembered per table of F (tables outlive cy
 _RANKINGS_KEPT = 4096  # rankings (pool, request) kept per scorer
 _SLOTS_KEPT = 50_000  # states a ranking remembers before it starts over
 _SLACK = 1024  # stale states tolerated before a pool's record or a heap is rebuilt
-_STATES_KEPT = 500_000  # states a shared scorer numbers before it is started afresh
+_STATES_KEPT = 500_000  # states a shared scorer records before it is started afresh
 TOP_SHAPES = 32  # shapes a learned target keeps: the rest are rare, and each costs scoring time
 
 Req = tuple[int, int, int]  # milli-GPU (a share when < MILLI, else whole devices), cpu, memory
