@@ -326,25 +326,23 @@ class _State:
 
 
 class _Filed:
-    """Where the scorer filed a node (pool and state) and the raw values that state came from,
-    so a sync tells an unchanged node by comparing them, without building its signature."""
+    """Where the scorer filed a node (pool and state) and its devices' free shares in device
+    order, so a sync tells an unchanged node without building its signature."""
 
-    __slots__ = ("pool", "state", "dev", "cpu", "mem", "hands")
+    __slots__ = ("pool", "state", "dev")
 
     def __init__(self, ns: NodeView, state: _State) -> None:
         self.pool = ns.pool
         self.state = state
         self.dev = list(ns.dev)
-        self.cpu = ns.cpu
-        self.mem = ns.mem
-        self.hands = state.sig[3]
 
     def holds(self, ns: NodeView, hands_bits: int) -> bool:
         """Whether ns is in the state filed here."""
+        sig = self.state.sig
         return (
-            ns.cpu == self.cpu
-            and ns.mem == self.mem
-            and hands_bits == self.hands
+            ns.cpu == sig[1]
+            and ns.mem == sig[2]
+            and hands_bits == sig[3]
             and ns.pool == self.pool
             and list(ns.dev) == self.dev
         )
@@ -402,13 +400,12 @@ class FragmentationScorer:
         self.quantum = quantum
         self.share_quantum = share_quantum
         self.states: dict[str, dict[Sig, _State]] = {}  # pool -> every state seen there
-        self.state_count = 0  # states seen, over all pools
         # node name -> where it is filed (pool, state)
         self.where: dict[str, _Filed] = {}
-        # pool -> live state -> nodes in that state (its members)
-        self.groups: dict[str, dict[_State, dict[str, NodeView]]] = {}
-        # pool -> class -> states in the order their groups appeared (rankings catch up on
-        # the classes their request can fit)
+        # pool -> its live states (those with members), in the order they came alive
+        self.live: dict[str, dict[_State, None]] = {}
+        # pool -> class -> states in the order they came alive (rankings catch up on the
+        # classes their request can fit)
         self.born: dict[str, list[list[_State]]] = {}
         self.tables: dict[str, _Table] = {}
         self.rankings: dict[tuple[str, Req], _Ranking] = {}
@@ -441,25 +438,28 @@ class FragmentationScorer:
         st = known.get(sig)
         if st is None:
             st = known[sig] = _State(sig)
-            self.state_count += 1
         return st
+
+    def state_count(self) -> int:
+        """States seen, over all pools."""
+        return sum(len(known) for known in self.states.values())
 
     def _file(self, ns: NodeView, st: _State) -> None:
         pool = ns.pool
-        groups = self.groups.get(pool)
-        if groups is None:
-            groups = self.groups[pool] = {}
+        live = self.live.get(pool)
+        if live is None:
+            live = self.live[pool] = {}
             self.born[pool] = []
             self.tables[pool] = _table(pool, self.shapes)
         members = st.members
         if not members:
-            groups[st] = members
+            live[st] = None
             lists = self.born[pool]
             k = st.klass
             while len(lists) <= k:
                 lists.append([])
             lists[k].append(st)
-            if len(lists[k]) >= 4 * len(groups) + _SLACK:
+            if len(lists[k]) >= 4 * len(live) + _SLACK:
                 self._restart(pool)
         members[ns.name] = ns
         self.where[ns.name] = _Filed(ns, st)
@@ -470,7 +470,7 @@ class FragmentationScorer:
         lists = self.born[pool]
         for born in lists:
             born.clear()
-        for st in self.groups[pool]:
+        for st in self.live[pool]:
             lists[st.klass].append(st)
         for (p, _), rank in self.rankings.items():
             if p == pool:
@@ -481,7 +481,7 @@ class FragmentationScorer:
         members = at.state.members
         del members[name]
         if not members:
-            del self.groups[at.pool][at.state]
+            del self.live[at.pool][at.state]
 
     def update(self, ns: NodeView) -> None:
         """Re-file a node whose free resources changed."""
@@ -566,7 +566,7 @@ class FragmentationScorer:
 
     def _ranked(self, pool: str, req: Req) -> _Ranking:
         """The pool's heap of states ranked for req, caught up with the states new since."""
-        groups = self.groups[pool]
+        live = self.live[pool]
         lists = self.born[pool]
         key = (pool, req)
         rank = self.rankings.get(key)
@@ -577,7 +577,7 @@ class FragmentationScorer:
                 self.rankings.clear()
             rank = self.rankings[key] = _Ranking(_lowest(req[0]))
             rank.seen = [len(born) for born in lists]
-            self._look(pool, req, rank, list(groups), 0)
+            self._look(pool, req, rank, list(live), 0)
         else:
             seen = rank.seen
             while len(seen) < len(lists):
@@ -590,7 +590,7 @@ class FragmentationScorer:
                     self._look(pool, req, rank, born, start)
         heap = rank.heap
         slots = rank.slots
-        if len(heap) > 2 * len(groups) + _SLACK:
+        if len(heap) > 2 * len(live) + _SLACK:
             # mostly stale: keep the live states only
             for r in heap:
                 if _gone(r):
@@ -635,7 +635,7 @@ class FragmentationScorer:
         n, share = split_gpu(req[0])
         best: tuple[int, Ranked, NodeView] | None = None
         for pool in pools:
-            if pool not in self.groups:
+            if pool not in self.live:
                 continue
             rank = self._ranked(pool, req)
             if not rank.heap:
@@ -704,7 +704,7 @@ def shared_scorer(
 ) -> FragmentationScorer:
     """This thread's scorer for the target, synced to `nodes` unless `owner` synced it last."""
     scorer: FragmentationScorer | None = getattr(_LOCAL, "scorer", None)
-    if scorer is None or scorer.shapes != shapes or scorer.state_count > _STATES_KEPT:
+    if scorer is None or scorer.shapes != shapes or scorer.state_count() > _STATES_KEPT:
         scorer = FragmentationScorer(nodes, shapes)
         _LOCAL.scorer = scorer
     elif scorer.owner != owner:
