@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run browser tests last: Playwright's sync API leaves an event loop in the main thread,
     where later tests' async_to_sync calls would refuse to run."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
+def pytest_sessionfinish() -> None:
+    """Remove the -wal and -shm files the file test database leaves (console/settings/test.py):
+    the server threads' connections are still open when pytest-django removes the database."""
+    from django.conf import settings as django
+
+    name = django.DATABASES["default"].get("TEST", {}).get("NAME")
+    if name:
+        for suffix in ("-wal", "-shm"):
+            Path(f"{name}{suffix}").unlink(missing_ok=True)
 
 
 @pytest.fixture

@@ -8,11 +8,14 @@ inside the test's transaction, so every write is rolled back.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import schemathesis
+from django.core import signals
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
@@ -24,11 +27,23 @@ EXAMPLES = 6
 CHECKS = [not_a_server_error, response_schema_conformance]
 
 
+@pytest.fixture
+def connection_kept() -> Iterator[None]:
+    """The WSGI handler closes the database connection as a request starts and ends, which
+    would end the test's transaction: keep it, as Django's test client does."""
+    for signal in (signals.request_started, signals.request_finished):
+        signal.disconnect(close_old_connections)
+    yield
+    for signal in (signals.request_started, signals.request_finished):
+        signal.connect(close_old_connections)
+
+
 @pytest.mark.parametrize("persona", ["admin", "bob"])
 def test_generated_requests_get_answers_the_schema_documents(
     api: Any,
     world: dict[str, Any],  # noqa: F811
     persona: str,
+    connection_kept: None,
 ) -> None:
     from rest_framework.authtoken.models import Token
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.server import LiveServer, server
+from tests.browser.server import LiveServer, UvicornThread, server
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls from the test
 # body are still synchronous, so tell Django that is fine here.
@@ -38,10 +38,17 @@ def browser() -> Iterator[Any]:
         instance.close()
 
 
+@pytest.fixture(scope="session")
+def uvicorn_server() -> Iterator[UvicornThread]:
+    """The session's uvicorn server, started on first use and stopped at the end."""
+    with server() as running:
+        yield running
+
+
 @pytest.fixture
-def live_server(transactional_db: None) -> LiveServer:
+def live_server(transactional_db: None, uvicorn_server: UvicornThread) -> LiveServer:
     """The console under uvicorn, websockets included (tests/browser/server.py)."""
-    return server()
+    return uvicorn_server.live()
 
 
 @pytest.fixture

@@ -9,40 +9,59 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.test import override_settings
 
 
-class _Uvicorn(threading.Thread):
-    """uvicorn on a free port of 127.0.0.1, with static files, until the session ends."""
+class UvicornThread(threading.Thread):
+    """uvicorn on a free port of 127.0.0.1, with static files, until stopped."""
 
     def __init__(self) -> None:
+        import uvicorn
+
+        from console.serving import application
+
         super().__init__(name="uvicorn-live-server", daemon=True)
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.port = int(self.sock.getsockname()[1])
         self.sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
+        config = uvicorn.Config(
+            application(static=True),
+            loop="uvloop",
+            http="httptools",
+            ws="websockets-sansio",
+            lifespan="off",
+            log_level="warning",
+        )
+        self.server = uvicorn.Server(config)
         self.error: BaseException | None = None
 
     def run(self) -> None:
+        from console.serving import serve
+
         try:
-            import uvicorn
-
-            from console.serving import application, serve
-
-            config = uvicorn.Config(
-                application(static=True),
-                loop="uvloop",
-                http="httptools",
-                ws="websockets-sansio",
-                lifespan="off",
-                log_level="warning",
-            )
-            serve(uvicorn.Server(config), sockets=[self.sock])
-        except BaseException as error:  # surface start-up failures in the fixture
+            serve(self.server, sockets=[self.sock])
+        except BaseException as error:  # surface failures in the fixture
             self.error = error
+
+    def stop(self) -> None:
+        """Let uvicorn end and wait for its thread.
+
+        A daemon thread whose event loop still runs as the interpreter exits can crash it: a
+        timer's callback (uvicorn ticks every 0.1 s) meets a finalised interpreter (SIGSEGV).
+        """
+        self.server.should_exit = True
+        self.join(30)
+
+    def live(self) -> LiveServer:
+        """What a test reaches the server by; raises what stopped it from serving."""
+        if self.error is not None:
+            raise self.error
+        return LiveServer(self.port)
 
 
 class LiveServer:
@@ -53,18 +72,15 @@ class LiveServer:
         self._live_server_modified_settings = override_settings()
 
 
-_uvicorn: _Uvicorn | None = None
-
-
-def server() -> LiveServer:
-    """The session's uvicorn server, started on first use (its socket listens at once)."""
-    global _uvicorn
-    if _uvicorn is None:
-        _uvicorn = _Uvicorn()
-        _uvicorn.start()
-    if _uvicorn.error is not None:
-        raise _uvicorn.error
-    return LiveServer(_uvicorn.port)
+@contextmanager
+def server() -> Iterator[UvicornThread]:
+    """A uvicorn server in a thread (its socket listens at once), stopped on leaving."""
+    thread = UvicornThread()
+    thread.start()
+    try:
+        yield thread
+    finally:
+        thread.stop()
 
 
 def off_thread(run: Callable[[], Any]) -> Any:
