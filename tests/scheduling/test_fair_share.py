@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.types import Snapshot
 
 from .builders import nodes, quota, snapshot, workload
@@ -85,3 +86,39 @@ def test_an_idle_none_job_is_never_admitted_not_in_quota() -> None:
     assert "idle borrowing is off for this job" in pending.reason
     assert not second.admitted and not second.preempted
     assert dict(second.classification) == dict(first.classification)
+
+
+def cpu_hungry_borrower(gpus: float) -> Snapshot:
+    """a borrows all 8 GPUs of n1 in two 4-GPU jobs holding 80 of its 96 cores; b waits to
+    borrow 4 GPUs (b-wide, which no node can hold: it asks for more cores than a node has),
+    so a's fair share is 4 and it is above it. b-next asks for 20 cores and `gpus`.
+    """
+    return snapshot(
+        nodes(1),
+        [
+            quota("r").min(gpu=8),
+            quota("a").parent("r").min(gpu=0).weight(1),
+            quota("b").parent("r").min(gpu=0).weight(1),
+            quota("lender").parent("r").min(gpu=8),
+        ],
+        [
+            workload("a1").quota("a").gpus(4).cpu(40_000).idle("idle_only").on("n1"),
+            workload("a2").quota("a").gpus(4).cpu(40_000).idle("idle_only").on("n1"),
+            workload("b-wide").quota("b").gpus(4).cpu(100_000).idle("idle_only").submitted(1),
+            workload("b-next").quota("b").gpus(gpus).cpu(20_000).idle("idle_only").submitted(2),
+        ],
+    )
+
+
+def test_a_borrower_needing_no_gpu_never_evicts_by_fair_share() -> None:
+    # Fair shares are of borrowed GPUs: a borrower that needs none gains no share by an
+    # eviction, which would only free a GPU job's cores and leave its GPUs idle.
+    result = run_cycle(cpu_hungry_borrower(0))
+    assert not result.preempted
+    assert {p.workload for p in result.pending} == {"b-wide", "b-next"}
+
+
+def test_a_gpu_borrower_below_its_share_evicts_by_fair_share() -> None:
+    result = run_cycle(cpu_hungry_borrower(4))
+    assert [(p.by, p.reason) for p in result.preempted] == [("b-next", "fair_share")]
+    assert [a.workload for a in result.admitted] == ["b-next"]

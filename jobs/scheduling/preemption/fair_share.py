@@ -16,9 +16,13 @@ class FairShareReclaim:
         return a.state.borrowed.get((quota, a.pool), 0)
 
     def applies(self, a: Attempt) -> bool:
-        """The preemptor may borrow and would stay within its fair share."""
+        """The preemptor may borrow GPUs and would stay within its fair share.
+
+        Shares are of borrowed GPUs: a preemptor that needs none gains no share by an
+        eviction, which would only free a GPU job's cores or memory and leave its GPUs idle.
+        """
         w = a.w
-        if not may_borrow(w) or w.quota not in a.shares:
+        if not w.request.gpu or not may_borrow(w) or w.quota not in a.shares:
             return False
         after = self._borrowed(a, w.quota) + w.request.gpu * a.count
         return after <= a.shares[w.quota] + 1e-6
