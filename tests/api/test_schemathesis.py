@@ -7,7 +7,6 @@ inside the test's transaction, so every write is rolled back.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,7 +50,6 @@ def test_generated_requests_get_answers_the_schema_documents(
     headers = {"Authorization": f"Token {token.key}"}
     schema = schemathesis.openapi.from_wsgi("/api/v1/schema/", get_wsgi_application())
     failures: list[str] = []
-    started = time.monotonic()
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) > 40
     examples = 0
@@ -80,4 +78,3 @@ def test_generated_requests_get_answers_the_schema_documents(
         run()
     print(f"schemathesis as {persona}: {examples} examples, {len(failures)} failures")
     assert failures == [], "\n".join(failures)
-    assert time.monotonic() - started < 90
