@@ -15,7 +15,7 @@ from functools import cache
 
 from .snapshot import LEVEL, LEVELS, NodeState, PoolIndex, State
 from .tree import Vec, fmt_gpu
-from .types import MILLI, Workload
+from .types import MILLI, Resources, Workload
 
 SCAN_LIMIT = 64  # nodes inspected per bucket when ranking; buckets are already close fits
 
@@ -293,6 +293,7 @@ def explain_no_fit(state: State, w: Workload) -> str:
         if req.gpu < MILLI:
             return f"no node in pool {pools} shares its GPUs, as a fraction of a GPU needs"
         return f"the nodes of pool {pools} hand out shares of GPUs (time-slicing), not whole GPUs"
+    rest = _cores_and_memory(req)
     if req.gpu >= MILLI:
         what = f"{fmt_gpu(req.gpu)} free GPU{'' if req.gpu == MILLI else 's'}"
         need = req.gpu // MILLI
@@ -301,12 +302,17 @@ def explain_no_fit(state: State, w: Workload) -> str:
         what = f"a GPU with {fmt_gpu(req.gpu)} free"
         gpu_ok = any(any(ix.by_full[1:]) or any(ix.by_level[req.gpu // LEVEL :]) for ix in known)
     else:
-        return (
-            f"no node in pool {pools} has {req.cpu} free millicores and {req.memory} MiB of memory"
-        )
-    if gpu_ok:
-        return (
-            f"no node in pool {pools} has {what} together with {req.cpu} free millicores "
-            f"and {req.memory} MiB of memory"
-        )
+        return f"no node in pool {pools} has {rest or 'room for it'}"
+    if gpu_ok and rest:
+        return f"no node in pool {pools} has {what} together with {rest}"
     return f"no node in pool {pools} has {what}"
+
+
+def _cores_and_memory(req: Resources) -> str:
+    """The CPU and memory a request asks for, as free room on one node ("" for none)."""
+    parts: list[str] = []
+    if req.cpu:
+        parts.append(f"{req.cpu} free millicores")
+    if req.memory:
+        parts.append(f"{req.memory} MiB of memory")
+    return " and ".join(parts)

@@ -115,7 +115,9 @@ def test_a_borrower_needing_no_gpu_never_evicts_by_fair_share() -> None:
     # eviction, which would only free a GPU job's cores and leave its GPUs idle.
     result = run_cycle(cpu_hungry_borrower(0))
     assert not result.preempted
-    assert {p.workload for p in result.pending} == {"b-wide", "b-next"}
+    reasons = {p.workload: p.reason for p in result.pending}
+    assert set(reasons) == {"b-wide", "b-next"}
+    assert reasons["b-next"] == "no node in pool a100 has 20000 free millicores"
 
 
 def test_a_gpu_borrower_below_its_share_evicts_by_fair_share() -> None:

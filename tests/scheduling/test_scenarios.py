@@ -450,6 +450,31 @@ def test_pending_reason_for_no_node_with_enough_gpus() -> None:
     assert pend.reason == "no node in pool T4 has 8 free GPUs"
 
 
+@pytest.mark.parametrize(
+    ("gpus", "cpu", "memory", "reason"),
+    [
+        (2, 90_000, 0, "2 free GPUs together with 90000 free millicores"),
+        (2, 0, 800_000, "2 free GPUs together with 800000 MiB of memory"),
+        (2, 90_000, 1, "2 free GPUs together with 90000 free millicores and 1 MiB of memory"),
+        (0, 90_000, 0, "90000 free millicores"),
+    ],
+)
+def test_pending_reason_names_only_the_cores_and_memory_asked_for(
+    gpus: int, cpu: int, memory: int, reason: str
+) -> None:
+    # n1 has 4 of its 8 GPUs and 16 of its 96 cores free.
+    snap = snapshot(
+        nodes(1),
+        [quota("q").min(gpu=8)],
+        [
+            workload("run").quota("q").gpus(4).cpu(80_000).on("n1"),
+            workload("wait").quota("q").gpus(gpus).cpu(cpu).memory(memory),
+        ],
+    )
+    (pend,) = run_cycle(snap).pending
+    assert pend.reason == f"no node in pool a100 has {reason}"
+
+
 def test_gang_training_starts_all_replicas_or_none() -> None:
     snap = snapshot(
         nodes(2),
