@@ -159,7 +159,7 @@ class Cycle:
             placed = _place(state, w, count, not borrow, open_pools)
             if placed is not None:
                 return Outcome(placed, not borrow)
-            reasons.insert(at, explain_no_fit(state, w))
+            reasons.insert(at, explain_no_fit(state, w, count))
         # Preemption, in DESIGN's order; each kind restores the state when it cannot help.
         # In Quota, only reclaim, child-level and priority preemption (the preemptor ends up
         # In Quota); borrowing, only fair-share reclaim, which is between borrowers.
@@ -285,7 +285,7 @@ class Cycle:
         if capped is not None and (gap is None or capped[1]):
             return capped[0]
         if gap is None:
-            return explain_no_fit(state, w)
+            return explain_no_fit(state, w, count)
         head = describe_quota_block(state, w, pool, count, gap)
         if w.kind == "inference":
             return f"{head}, and inference services never borrow idle capacity"

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import cache
 
 from .snapshot import LEVEL, LEVELS, NodeState, PoolIndex, State
-from .tree import Vec, fmt_gpu
+from .tree import Vec, fmt_gpu, gpus
 from .types import MILLI, Resources, Workload
 
 SCAN_LIMIT = 64  # nodes inspected per bucket when ranking; buckets are already close fits
@@ -265,6 +265,18 @@ def place_replicas(
     state: State, w: Workload, count: int, in_quota: bool, pools: Sequence[str]
 ) -> list[Choice] | None:
     """Place count new replicas of w in the pools, all or none; the state keeps them."""
+    keep, placed = _place_up_to(state, w, count, in_quota, pools)
+    if len(placed) < count:
+        state.drop_new_replicas(w, keep)
+        return None
+    return placed
+
+
+def _place_up_to(
+    state: State, w: Workload, count: int, in_quota: bool, pools: Sequence[str]
+) -> tuple[int, list[Choice]]:
+    """Place new replicas of w one by one until count are placed or the next does not fit:
+    the replicas w had before, and the new ones (which the state keeps)."""
     spread = w.kind == "inference"
     e = state.entries.get(w.name)
     keep = len(e.placements) if e is not None else 0
@@ -273,16 +285,24 @@ def place_replicas(
     for _ in range(count):
         choice = find_node(state, req, pools, spread, w.name)
         if choice is None:
-            state.drop_new_replicas(w, keep)
-            return None
+            break
         state.add_replica(w, choice[0], choice[1], in_quota)
         placed.append(choice)
-    return placed
+    return keep, placed
 
 
-def explain_no_fit(state: State, w: Workload) -> str:
-    """A sentence saying why no node of the accepted pools its quotas allow takes one
-    replica."""
+def replicas_that_fit(state: State, w: Workload, count: int, pool: str) -> int:
+    """How many of count new replicas of w the free room of a pool takes (the state is left
+    as it was)."""
+    keep, placed = _place_up_to(state, w, count, False, [pool])
+    if placed:
+        state.drop_new_replicas(w, keep)
+    return len(placed)
+
+
+def explain_no_fit(state: State, w: Workload, count: int = 1) -> str:
+    """A sentence saying why the accepted pools its quotas allow do not take count new
+    replicas of w: none fits on any node, or only some of a gang do."""
     req = w.request
     open_pools = [p for p in w.pools if state.tree.allows(w.quota, p)]
     pools = " or ".join(open_pools)
@@ -293,6 +313,14 @@ def explain_no_fit(state: State, w: Workload) -> str:
         if req.gpu < MILLI:
             return f"no node in pool {pools} shares its GPUs, as a fraction of a GPU needs"
         return f"the nodes of pool {pools} hand out shares of GPUs (time-slicing), not whole GPUs"
+    if count > 1:
+        # a gang goes to one pool, all or none: name the pool that takes the most of it
+        fit, pool = max((replicas_that_fit(state, w, count, p), p) for p in open_pools)
+        if fit:
+            return (
+                f"the free room of pool {pool} takes only {fit} of the {count} replicas "
+                f"({_each(req)} each), and they start together or not at all"
+            )
     rest = _cores_and_memory(req)
     if req.gpu >= MILLI:
         what = f"{fmt_gpu(req.gpu)} free GPU{'' if req.gpu == MILLI else 's'}"
@@ -306,6 +334,16 @@ def explain_no_fit(state: State, w: Workload) -> str:
     if gpu_ok and rest:
         return f"no node in pool {pools} has {what} together with {rest}"
     return f"no node in pool {pools} has {what}"
+
+
+def _each(req: Resources) -> str:
+    """What one replica asks for: "4 GPUs", "0.5 GPUs and 8000 millicores"."""
+    parts = [gpus(req.gpu)] if req.gpu else []
+    if req.cpu:
+        parts.append(f"{req.cpu} millicores")
+    if req.memory:
+        parts.append(f"{req.memory} MiB of memory")
+    return " and ".join(parts) or "no resources"
 
 
 def _cores_and_memory(req: Resources) -> str:

@@ -239,6 +239,7 @@ FREE = re.compile(
     r"(\S+(?: \S+)?) has ([\d.]+) of ([\d.]+) GPUs? free in pool (\S+) "
     r"\(the job needs ([\d.]+) GPUs?"
 )
+GANG = re.compile(r"the free room of pool a100 takes only (\d+) of the (\d+) replicas")
 
 
 def milli(text: str) -> int:
@@ -348,5 +349,8 @@ def test_the_idle_count_is_what_the_admissions_ahead_of_it_left(snap: Snapshot) 
             ), reason
         elif reason == "Quota B may not use pool a100":
             assert q_b.max is not None and q_b.max["a100"].gpu == 0
+        elif m := GANG.match(reason):
+            # a gang of two of which one fits
+            assert (int(m[1]), int(m[2])) == (1, w.replicas), reason
         else:
             assert reason.startswith("no node in pool a100"), reason

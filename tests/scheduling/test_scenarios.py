@@ -451,6 +451,33 @@ def test_pending_reason_for_no_node_with_enough_gpus() -> None:
 
 
 @pytest.mark.parametrize(
+    ("cpu", "fit", "each"),
+    [(0, 2, "4 GPUs"), (60_000, 1, "4 GPUs and 60000 millicores")],
+)
+def test_pending_reason_of_a_gang_counts_the_replicas_that_fit(
+    cpu: int, fit: int, each: str
+) -> None:
+    # n1 and n2 have 2 of their 8 GPUs free, n3 all 8 and its 96 cores: no node lacks room for
+    # one replica of 4 GPUs, but the three do not fit together.
+    snap = snapshot(
+        nodes(3),
+        [quota("q").min(gpu=24)],
+        [
+            workload("r1").quota("q").gpus(6).on("n1"),
+            workload("r2").quota("q").gpus(6).on("n2"),
+            workload("gang").quota("q").gpus(4).cpu(cpu).replicas(3),
+        ],
+    )
+    result = run_cycle(snap)
+    (pend,) = result.pending
+    assert pend.reason == (
+        f"the free room of pool a100 takes only {fit} of the 3 replicas ({each} each), "
+        "and they start together or not at all"
+    )
+    assert not result.admitted
+
+
+@pytest.mark.parametrize(
     ("gpus", "cpu", "memory", "reason"),
     [
         (2, 90_000, 0, "2 free GPUs together with 90000 free millicores"),
