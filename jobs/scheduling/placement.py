@@ -324,13 +324,17 @@ def explain_no_fit(state: State, w: Workload, count: int = 1) -> str:
     rest = _cores_and_memory(req)
     if req.gpu >= MILLI:
         what = f"{fmt_gpu(req.gpu)} free GPU{'' if req.gpu == MILLI else 's'}"
-        need = req.gpu // MILLI
-        gpu_ok = any(any(ix.by_full[need:]) for ix in known)
+        buckets = [b for ix in known for b in ix.by_full[req.gpu // MILLI :]]
     elif req.gpu > 0:
         what = f"a GPU with {fmt_gpu(req.gpu)} free"
-        gpu_ok = any(any(ix.by_full[1:]) or any(ix.by_level[req.gpu // LEVEL :]) for ix in known)
+        buckets = [b for ix in known for b in (*ix.by_full[1:], *ix.by_level[req.gpu // LEVEL :])]
     else:
         return f"no node in pool {pools} has {rest or 'room for it'}"
+    gpu_ok = any(hands_out(ns, req.gpu) for b in buckets for ns in b.values())
+    if not gpu_ok and any(buckets):
+        # the room is on nodes whose device plugin hands out the other kind of GPU
+        kind = "whole GPUs" if req.gpu >= MILLI else "shares of a GPU"
+        return f"the nodes of pool {pools} with {what} do not hand out {kind}"
     if gpu_ok and rest:
         return f"no node in pool {pools} has {what} together with {rest}"
     return f"no node in pool {pools} has {what}"

@@ -52,7 +52,11 @@ def test_whole_gpus_wait_rather_than_take_a_time_sliced_node() -> None:
     result = run_cycle(snap)
     assert result.admitted == ()
     assert [p.workload for p in result.pending] == ["w"]
-    # `plain` is busy, so the reason is about room; a pool of only sharing nodes says so
+    # `plain` is busy and `shared` has the room, but not the kind of GPU: the reason says so
+    assert result.pending[0].reason == (
+        "the nodes of pool a100 with 8 free GPUs do not hand out whole GPUs"
+    )
+    # a pool of only sharing nodes says that instead
     only = run_cycle(
         snapshot(
             cluster("time-slicing")[1:], [quota("q").min(gpu=8)], [workload("w").quota("q").gpus(8)]
@@ -68,4 +72,15 @@ def test_a_fraction_waits_rather_than_take_a_node_that_does_not_share() -> None:
     assert result.admitted == () and [p.workload for p in result.pending] == ["w"]
     assert "no node in pool a100 shares its GPUs, as a fraction of a GPU needs" in (
         result.pending[0].reason
+    )
+
+
+def test_a_fraction_waits_while_only_a_node_that_does_not_share_has_room() -> None:
+    # `shared` is full; `plain` has 8 free GPUs but hands out whole ones only
+    busy = workload("busy").quota("q").gpus(8).started(1).on("shared")
+    wait = workload("w").quota("q").gpus(0.5)
+    result = run_cycle(snapshot(cluster("time-slicing"), [quota("q").min(gpu=16)], [busy, wait]))
+    assert result.admitted == ()
+    assert result.pending[0].reason == (
+        "the nodes of pool a100 with a GPU with 0.5 free do not hand out shares of a GPU"
     )
