@@ -314,9 +314,12 @@ def explain_no_fit(state: State, w: Workload, count: int = 1) -> str:
             return f"no node in pool {pools} shares its GPUs, as a fraction of a GPU needs"
         return f"the nodes of pool {pools} hand out shares of GPUs (time-slicing), not whole GPUs"
     if count > 1:
-        # a gang goes to one pool, all or none: name the pool that takes the most of it
-        fit, pool = max((replicas_that_fit(state, w, count, p), p) for p in open_pools)
-        if fit:
+        # a gang goes to one pool, all or none: name the pool that takes the most of it (a
+        # pool with room for all of it is one the quotas keep it out of, said elsewhere)
+        fits = [(replicas_that_fit(state, w, count, p), p) for p in open_pools]
+        partial = [f for f in fits if 0 < f[0] < count]
+        if partial:
+            fit, pool = max(partial)
             return (
                 f"the free room of pool {pool} takes only {fit} of the {count} replicas "
                 f"({_each(req)} each), and they start together or not at all"
@@ -341,13 +344,15 @@ def explain_no_fit(state: State, w: Workload, count: int = 1) -> str:
 
 
 def _each(req: Resources) -> str:
-    """What one replica asks for: "4 GPUs", "0.5 GPUs and 8000 millicores"."""
+    """What one replica asks for: "4 GPUs", "0.5 GPUs, 8000 millicores and 64 MiB of memory"."""
     parts = [gpus(req.gpu)] if req.gpu else []
     if req.cpu:
         parts.append(f"{req.cpu} millicores")
     if req.memory:
         parts.append(f"{req.memory} MiB of memory")
-    return " and ".join(parts) or "no resources"
+    if len(parts) < 2:
+        return parts[0] if parts else "no resources"
+    return f"{', '.join(parts[:-1])} and {parts[-1]}"
 
 
 def _cores_and_memory(req: Resources) -> str:

@@ -451,11 +451,15 @@ def test_pending_reason_for_no_node_with_enough_gpus() -> None:
 
 
 @pytest.mark.parametrize(
-    ("cpu", "fit", "each"),
-    [(0, 2, "4 GPUs"), (60_000, 1, "4 GPUs and 60000 millicores")],
+    ("cpu", "memory", "fit", "each"),
+    [
+        (0, 0, 2, "4 GPUs"),
+        (60_000, 0, 1, "4 GPUs and 60000 millicores"),
+        (60_000, 1024, 1, "4 GPUs, 60000 millicores and 1024 MiB of memory"),
+    ],
 )
 def test_pending_reason_of_a_gang_counts_the_replicas_that_fit(
-    cpu: int, fit: int, each: str
+    cpu: int, memory: int, fit: int, each: str
 ) -> None:
     # n1 and n2 have 2 of their 8 GPUs free, n3 all 8 and its 96 cores: no node lacks room for
     # one replica of 4 GPUs, but the three do not fit together.
@@ -465,7 +469,7 @@ def test_pending_reason_of_a_gang_counts_the_replicas_that_fit(
         [
             workload("r1").quota("q").gpus(6).on("n1"),
             workload("r2").quota("q").gpus(6).on("n2"),
-            workload("gang").quota("q").gpus(4).cpu(cpu).replicas(3),
+            workload("gang").quota("q").gpus(4).cpu(cpu).memory(memory).replicas(3),
         ],
     )
     result = run_cycle(snap)
@@ -475,6 +479,22 @@ def test_pending_reason_of_a_gang_counts_the_replicas_that_fit(
         "and they start together or not at all"
     )
     assert not result.admitted
+
+
+def test_pending_reason_of_a_gang_names_the_pool_short_of_room_not_one_the_quota_shuts() -> None:
+    # h100 has room for the whole gang, but q has no min there and the job does not borrow:
+    # the room that is short is a100's
+    snap = snapshot(
+        nodes(3) + nodes(2, pool="h100", prefix="h"),
+        [quota("q").min(gpu=24)],
+        [
+            workload("r1").quota("q").gpus(6).on("n1"),
+            workload("r2").quota("q").gpus(6).on("n2"),
+            workload("gang").quota("q").gpus(4).replicas(3).pools("a100", "h100").idle("none"),
+        ],
+    )
+    (pend,) = run_cycle(snap).pending
+    assert pend.reason.startswith("the free room of pool a100 takes only 2 of the 3 replicas")
 
 
 @pytest.mark.parametrize(
