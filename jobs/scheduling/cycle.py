@@ -23,7 +23,14 @@ from .admission import (
     waiting_demand,
 )
 from .classify import label_running, settle
-from .placement import Choice, explain_no_fit, find_node, place_replicas
+from .placement import (
+    Choice,
+    explain_gang_short,
+    explain_no_fit,
+    find_node,
+    place_replicas,
+    place_up_to,
+)
 from .preemption import KINDS, Attempt, PreemptionKind, search
 from .queueing import queue_order, rank_order
 from .snapshot import Entry, State
@@ -156,10 +163,11 @@ class Cycle:
                 open_pools.append(pool)
                 at = len(reasons) if at < 0 else at
         if open_pools:
-            placed = _place(state, w, count, not borrow, open_pools)
+            placed, short = _place(state, w, count, not borrow, open_pools)
             if placed is not None:
                 return Outcome(placed, not borrow)
-            reasons.insert(at, explain_no_fit(state, w, count))
+            why = explain_no_fit(state, w) if short is None else explain_gang_short(w, *short)
+            reasons.insert(at, why)
         # Preemption, in DESIGN's order; each kind restores the state when it cannot help.
         # In Quota, only reclaim, child-level and priority preemption (the preemptor ends up
         # In Quota); borrowing, only fair-share reclaim, which is between borrowers.
@@ -285,7 +293,7 @@ class Cycle:
         if capped is not None and (gap is None or capped[1]):
             return capped[0]
         if gap is None:
-            return explain_no_fit(state, w, count)
+            return explain_no_fit(state, w)
         head = describe_quota_block(state, w, pool, count, gap)
         if w.kind == "inference":
             return f"{head}, and inference services never borrow idle capacity"
@@ -305,18 +313,23 @@ class Cycle:
 
 def _place(
     state: State, w: Workload, count: int, in_quota: bool, pools: list[str]
-) -> list[Choice] | None:
+) -> tuple[list[Choice] | None, tuple[int, int, str] | None]:
     """Place count replicas in the open pools. One replica goes to the best node of any of
     them (the pools a workload accepts are a set: its placement scores nodes across them, as
     FGD does across GPU models); a gang, whose quota checks hold per pool, to the first pool
-    that takes all of it."""
+    that takes all of it. When none does: (replicas that fit, count, pool) of the pool that
+    took the most of the gang, None when no replica fitted anywhere."""
     if count == 1:
-        return place_replicas(state, w, 1, in_quota, pools)
+        return place_replicas(state, w, 1, in_quota, pools), None
+    short: tuple[int, int, str] | None = None
     for pool in pools:
-        placed = place_replicas(state, w, count, in_quota, [pool])
-        if placed is not None:
-            return placed
-    return None
+        keep, placed = place_up_to(state, w, count, in_quota, [pool])
+        if len(placed) == count:
+            return placed, None
+        state.drop_new_replicas(w, keep)
+        if placed and (short is None or len(placed) > short[0]):
+            short = (len(placed), count, pool)
+    return None, short
 
 
 def _first(reasons: list[str]) -> str:

@@ -265,14 +265,14 @@ def place_replicas(
     state: State, w: Workload, count: int, in_quota: bool, pools: Sequence[str]
 ) -> list[Choice] | None:
     """Place count new replicas of w in the pools, all or none; the state keeps them."""
-    keep, placed = _place_up_to(state, w, count, in_quota, pools)
+    keep, placed = place_up_to(state, w, count, in_quota, pools)
     if len(placed) < count:
         state.drop_new_replicas(w, keep)
         return None
     return placed
 
 
-def _place_up_to(
+def place_up_to(
     state: State, w: Workload, count: int, in_quota: bool, pools: Sequence[str]
 ) -> tuple[int, list[Choice]]:
     """Place new replicas of w one by one until count are placed or the next does not fit:
@@ -291,18 +291,9 @@ def _place_up_to(
     return keep, placed
 
 
-def replicas_that_fit(state: State, w: Workload, count: int, pool: str) -> int:
-    """How many of count new replicas of w the free room of a pool takes (the state is left
-    as it was)."""
-    keep, placed = _place_up_to(state, w, count, False, [pool])
-    if placed:
-        state.drop_new_replicas(w, keep)
-    return len(placed)
-
-
-def explain_no_fit(state: State, w: Workload, count: int = 1) -> str:
-    """A sentence saying why the accepted pools its quotas allow do not take count new
-    replicas of w: none fits on any node, or only some of a gang do."""
+def explain_no_fit(state: State, w: Workload) -> str:
+    """A sentence saying why no node of the accepted pools its quotas allow takes one
+    replica."""
     req = w.request
     open_pools = [p for p in w.pools if state.tree.allows(w.quota, p)]
     pools = " or ".join(open_pools)
@@ -313,17 +304,6 @@ def explain_no_fit(state: State, w: Workload, count: int = 1) -> str:
         if req.gpu < MILLI:
             return f"no node in pool {pools} shares its GPUs, as a fraction of a GPU needs"
         return f"the nodes of pool {pools} hand out shares of GPUs (time-slicing), not whole GPUs"
-    if count > 1:
-        # a gang goes to one pool, all or none: name the pool that takes the most of it (a
-        # pool with room for all of it is one the quotas keep it out of, said elsewhere)
-        fits = [(replicas_that_fit(state, w, count, p), p) for p in open_pools]
-        partial = [f for f in fits if 0 < f[0] < count]
-        if partial:
-            fit, pool = max(partial)
-            return (
-                f"the free room of pool {pool} takes only {fit} of the {count} replicas "
-                f"({_each(req)} each), and they start together or not at all"
-            )
     rest = _cores_and_memory(req)
     if req.gpu >= MILLI:
         what = f"{fmt_gpu(req.gpu)} free GPU{'' if req.gpu == MILLI else 's'}"
@@ -343,23 +323,32 @@ def explain_no_fit(state: State, w: Workload, count: int = 1) -> str:
     return f"no node in pool {pools} has {what}"
 
 
-def _each(req: Resources) -> str:
-    """What one replica asks for: "4 GPUs", "0.5 GPUs, 8000 millicores and 64 MiB of memory"."""
-    parts = [gpus(req.gpu)] if req.gpu else []
+def explain_gang_short(w: Workload, fit: int, count: int, pool: str) -> str:
+    """A sentence for a gang of which only `fit` of `count` new replicas fit in the pool that
+    takes the most of it."""
+    each = _listed(_request_words(w.request, gpu=True))
+    return (
+        f"the free room of pool {pool} takes only {fit} of the {count} replicas ({each} each), "
+        "and they start together or not at all"
+    )
+
+
+def _request_words(req: Resources, gpu: bool, free: str = "") -> list[str]:
+    """A request's amounts in words ("4 GPUs", "8000 millicores", "64 MiB of memory"), the
+    GPUs only when asked for and the cores called `free` ones when so told."""
+    parts = [gpus(req.gpu)] if gpu and req.gpu else []
     if req.cpu:
-        parts.append(f"{req.cpu} millicores")
+        parts.append(f"{req.cpu} {free}millicores")
     if req.memory:
         parts.append(f"{req.memory} MiB of memory")
-    if len(parts) < 2:
-        return parts[0] if parts else "no resources"
-    return f"{', '.join(parts[:-1])} and {parts[-1]}"
+    return parts
+
+
+def _listed(parts: list[str]) -> str:
+    """Words as a list in a sentence: "a", "a and b", "a, b and c"."""
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 2 else parts)
 
 
 def _cores_and_memory(req: Resources) -> str:
     """The CPU and memory a request asks for, as free room on one node ("" for none)."""
-    parts: list[str] = []
-    if req.cpu:
-        parts.append(f"{req.cpu} free millicores")
-    if req.memory:
-        parts.append(f"{req.memory} MiB of memory")
-    return " and ".join(parts)
+    return _listed(_request_words(req, gpu=False, free="free "))
