@@ -97,6 +97,18 @@ class Cycle:
         self.evicted: list[Workload] = []
         self.displaced: list[Workload] = []
 
+    def open_borrowing(self, borrowers: list[Workload]) -> None:
+        """Fix the fair shares of a borrowing pass as it starts, in every (scope, pool) where
+        a borrower waits, so they do not depend on which borrower asks first. Searches that
+        failed under the last pass's shares may succeed under these."""
+        state = self.state
+        demand = waiting_demand(state, borrowers)
+        self.pending_borrow = demand
+        self.shares = {
+            key: fair_shares(state, key[1], key[0], extra) for key, extra in demand.items()
+        }
+        self.epoch += 1
+
     def shares_for(self, quota: str, pool: str) -> tuple[Shares, dict[str, float]]:
         """Fair shares of the quota's scope in a pool, computed once per borrowing pass."""
         key = (scope_key(self.state, quota), pool)
@@ -477,8 +489,7 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
     # Fair shares weigh what borrows now against what still waits to borrow, as the next
     # cycle's fair-share reclaim will: borrowing admissions leave them unchanged (idle
     # becomes borrowed), so what a borrower gets within its share it keeps.
-    cycle.shares.clear()
-    cycle.pending_borrow = waiting_demand(state, borrowers)
+    cycle.open_borrowing(borrowers)
     cycle.enforce_shares = True
     blocked = _borrow(cycle, borrowers)
     # Fair shares only order the borrowers; idle left over goes to whoever still fits.
