@@ -96,14 +96,28 @@ class Cycle:
         # cycle withdrawn because a workload ranking ahead of them needed their place
         self.evicted: list[Workload] = []
         self.displaced: list[Workload] = []
+        # the failed attempts of waiting workloads per (name, stage, fair shares enforced):
+        # the round they ran in, the state's tick since which they would end the same way,
+        # the replicas asked for and the outcome
+        self.tried: dict[tuple[str, int, bool], tuple[int, int, int, Outcome]] = {}
+        self.round = 0
+        self.pass_start = 0  # the state's tick when this round's fair shares were fixed
+        # per pool, the round since which borrowers wait there for what they wait for now
+        self.demand_from: dict[str, int] = {}
 
     def open_borrowing(self, borrowers: list[Workload]) -> None:
         """Fix the fair shares of a borrowing pass as it starts, in every (scope, pool) where
         a borrower waits, so they do not depend on which borrower asks first. Searches that
-        failed under the last pass's shares may succeed under these."""
+        failed under the last pass's shares may succeed under these; where the demand
+        waiting to borrow changed since, the shares may have too."""
         state = self.state
         demand = waiting_demand(state, borrowers)
+        last = self.pending_borrow
+        for key in last.keys() | demand.keys():
+            if last.get(key) != demand.get(key):
+                self.demand_from[key[1]] = self.round
         self.pending_borrow = demand
+        self.pass_start = state.tick
         self.shares = {
             key: fair_shares(state, key[1], key[0], extra) for key, extra in demand.items()
         }
@@ -119,6 +133,32 @@ class Cycle:
         return got
 
     def attempt(self, w: Workload, count: int, stage: int) -> Outcome:
+        """Try to start count replicas of w, or give the outcome of the same attempt in an
+        earlier round when nothing in w's pools changed since: it would end the same way, as
+        an attempt reads only its pools (their nodes, usage and labels, and borrowing their
+        fair shares, fixed as the pass started) and a failed one leaves them as they were."""
+        state = self.state
+        changed = state.changed
+        key = (w.name, stage, self.enforce_shares)
+        last = self.tried.get(key)
+        if (
+            last is not None
+            and last[2] == count
+            and all(changed.get(p, 0) <= last[1] for p in w.pools)
+            and (stage != BORROW or all(self.demand_from.get(p, 0) <= last[0] for p in w.pools))
+        ):
+            return last[3]
+        before = [changed.get(p, 0) for p in w.pools]
+        out = self._try(w, count, stage)
+        if out.placed is None:
+            # a failed attempt's trial placements and searches were undone
+            for p, t in zip(w.pools, before, strict=True):
+                changed[p] = t
+            since = self.pass_start if stage == BORROW else state.tick
+            self.tried[key] = (self.round, since, count, out)
+        return out
+
+    def _try(self, w: Workload, count: int, stage: int) -> Outcome:
         """Try to start count replicas of w: In Quota (IN_QUOTA, EVICT) or borrowed (BORROW).
 
         Every In-Quota attempt of a round runs before any borrowing, so a borrower never
@@ -409,7 +449,8 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     # came back), so what is left waiting at the end would wait in the next cycle too.
     todo = queue
     victims: dict[str, Workload] = {}  # victims as pending again: they restart from scratch
-    for _ in range(MAX_ROUNDS):
+    for rnd in range(MAX_ROUNDS):
+        cycle.round = rnd
         cycle.evicted.clear()
         cycle.displaced.clear()
         _round(cycle, todo)

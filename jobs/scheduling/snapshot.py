@@ -227,6 +227,10 @@ class State:
         # look (see classify.upgrade)
         self.inq_freed = 0
         self.upgrade_seen = -1
+        # a clock of changes, and per pool the time of its last change (usage, labels, free
+        # room): an attempt whose pools have not changed since cannot end otherwise
+        self.tick = 0
+        self.changed: dict[str, int] = {}
         self.workloads: dict[str, Workload] = {}
         for w in snap.workloads:
             if w.name in self.workloads:
@@ -319,6 +323,7 @@ class State:
         if sign < 0 and e.in_quota:
             self.inq_freed += 1
         for pool, count in counts.items():
+            self.mark_changed(pool)
             dg, dc, dm = sign * g * count, sign * c * count, sign * m * count
             add_row(self.pool_used[pool], dg, dc, dm)
             if claims is not None:
@@ -416,6 +421,13 @@ class State:
         self.direct_inq = own
         self.inq = inq_all
         self.inq_freed += 1
+        for pool in self.pools:
+            self.mark_changed(pool)
+
+    def mark_changed(self, pool: str) -> None:
+        """Note that something in the pool changed now."""
+        self.tick += 1
+        self.changed[pool] = self.tick
 
     def flip(self, e: Entry) -> None:
         """Give a running entry the other label, moving its usage between the In-Quota and
