@@ -38,7 +38,7 @@ def test_every_retry_answered_from_an_earlier_round_ends_as_a_real_attempt() -> 
 # round's shares, was not searched again in the next round under new shares: it waited, and
 # the next cycle started it by preempting
 @pytest.mark.parametrize("seed", [231, 252, 324, 326, 327, 531, 651])
-def test_a_cycle_leaves_waiting_nothing_the_next_cycle_starts(seed: int) -> None:
+def test_a_borrower_is_searched_again_under_the_next_rounds_fair_shares(seed: int) -> None:
     snap = cluster(seed)
     first = run_cycle(snap)
     second = run_cycle(next_snapshot(snap, first))
