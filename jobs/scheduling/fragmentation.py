@@ -38,7 +38,12 @@ import math
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    # a node's working state; typed as the class itself, not a protocol, so that the compiled
+    # core reads its fields directly rather than by name
+    from .snapshot import NodeState
 
 MILLI = 1000  # milli-GPU per device
 # Increases of F are compared in steps of this many milli-GPU: steady across the openb lists
@@ -80,29 +85,6 @@ class Shape:
     cpu: int
     mem: int
     pools: frozenset[str] = frozenset()  # accepted GPU models; empty accepts any
-
-
-class NodeView(Protocol):
-    """What the scorer reads from a node's working state."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def pool(self) -> str: ...
-    @property
-    def dev(self) -> Sequence[int]: ...
-    @property
-    def cpu(self) -> int: ...
-    @property
-    def mem(self) -> int: ...
-    @property
-    def schedulable(self) -> bool: ...
-    @property
-    def residents(self) -> dict[str, int]: ...
-    @property
-    def shares(self) -> bool: ...
-    @property
-    def whole(self) -> bool: ...
 
 
 def split_gpu(gpu: int) -> tuple[int, int]:
@@ -307,7 +289,7 @@ def hands(shares: bool, whole: bool) -> int:
     return (HANDS_SHARES if shares else 0) | (HANDS_WHOLE if whole else 0)
 
 
-def _signature(ns: NodeView) -> Sig:
+def _signature(ns: NodeState) -> Sig:
     return (tuple(sorted(ns.dev)), ns.cpu, ns.mem, hands(ns.shares, ns.whole))
 
 
@@ -322,7 +304,7 @@ class _State:
     def __init__(self, sig: Sig) -> None:
         self.sig = sig
         self.klass = _klass(sig)
-        self.members: dict[str, NodeView] = {}
+        self.members: dict[str, NodeState] = {}
 
 
 class _Filed:
@@ -331,12 +313,12 @@ class _Filed:
 
     __slots__ = ("pool", "state", "dev")
 
-    def __init__(self, ns: NodeView, state: _State) -> None:
+    def __init__(self, ns: NodeState, state: _State) -> None:
         self.pool = ns.pool
         self.state = state
         self.dev = list(ns.dev)
 
-    def holds(self, ns: NodeView, hands_bits: int) -> bool:
+    def holds(self, ns: NodeState, hands_bits: int) -> bool:
         """Whether ns is in the state filed here."""
         sig = self.state.sig
         return (
@@ -344,7 +326,7 @@ class _Filed:
             and ns.mem == sig[2]
             and hands_bits == sig[3]
             and ns.pool == self.pool
-            and list(ns.dev) == self.dev
+            and ns.dev == self.dev
         )
 
 
@@ -388,7 +370,7 @@ class FragmentationScorer:
 
     def __init__(
         self,
-        nodes: Iterable[NodeView],
+        nodes: Iterable[NodeState],
         shapes: Sequence[Shape],
         quantum: float = QUANTUM,
         share_quantum: float = SHARE_QUANTUM,
@@ -412,7 +394,7 @@ class FragmentationScorer:
         self.owner = 0  # which working state last synced it (see shared_scorer)
         self.sync(nodes)
 
-    def sync(self, nodes: Iterable[NodeView]) -> None:
+    def sync(self, nodes: Iterable[NodeState]) -> None:
         """Take these nodes as the cluster: re-file the ones whose state is new to the scorer,
         drop the ones gone, and keep every ranking and move computed so far."""
         present: set[str] = set()
@@ -444,7 +426,7 @@ class FragmentationScorer:
         """States seen, over all pools."""
         return sum(len(known) for known in self.states.values())
 
-    def _file(self, ns: NodeView, st: _State) -> None:
+    def _file(self, ns: NodeState, st: _State) -> None:
         pool = ns.pool
         live = self.live.get(pool)
         if live is None:
@@ -483,7 +465,7 @@ class FragmentationScorer:
         if not members:
             del self.live[at.pool][at.state]
 
-    def update(self, ns: NodeView) -> None:
+    def update(self, ns: NodeState) -> None:
         """Re-file a node whose free resources changed."""
         at = self.where.get(ns.name)
         if at is None:
@@ -602,11 +584,11 @@ class FragmentationScorer:
             slots[heapq.heappop(heap)[2]].inside = False
         return rank
 
-    def _spread(self, rank: _Ranking, owner: str) -> tuple[int, Ranked, NodeView] | None:
+    def _spread(self, rank: _Ranking, owner: str) -> tuple[int, Ranked, NodeState] | None:
         """The best state with a node free of owner's replicas (or the fewest of them)."""
         heap = rank.heap
         popped: list[Ranked] = []
-        best: tuple[int, Ranked, NodeView] | None = None
+        best: tuple[int, Ranked, NodeState] | None = None
         while heap:
             top = heapq.heappop(heap)
             st: _State = top[2]
@@ -633,7 +615,7 @@ class FragmentationScorer:
         With spread_owner (an inference service), nodes with fewer of its replicas come first.
         """
         n, share = split_gpu(req[0])
-        best: tuple[int, Ranked, NodeView] | None = None
+        best: tuple[int, Ranked, NodeState] | None = None
         for pool in pools:
             if pool not in self.live:
                 continue
@@ -678,9 +660,9 @@ def _gone(r: Ranked) -> bool:
     return not st.members
 
 
-def _first_named(st: _State) -> NodeView:
+def _first_named(st: _State) -> NodeState:
     """The node of a live state whose name sorts first."""
-    first: NodeView | None = None
+    first: NodeState | None = None
     for ns in st.members.values():
         if first is None or ns.name < first.name:
             first = ns
@@ -700,7 +682,7 @@ def new_owner() -> int:
 
 
 def shared_scorer(
-    nodes: Iterable[NodeView], shapes: tuple[Shape, ...], owner: int
+    nodes: Iterable[NodeState], shapes: tuple[Shape, ...], owner: int
 ) -> FragmentationScorer:
     """This thread's scorer for the target, synced to `nodes` unless `owner` synced it last."""
     scorer: FragmentationScorer | None = getattr(_LOCAL, "scorer", None)
