@@ -104,6 +104,8 @@ class Cycle:
         self.pass_start = 0  # the state's tick when this round's fair shares were fixed
         # per pool, the round since which borrowers wait there for what they wait for now
         self.demand_from: dict[str, int] = {}
+        # whether this round lent idle capacity beyond a quota's fair share (see _run_cycle)
+        self.beyond_share = False
 
     def open_borrowing(self, borrowers: list[Workload]) -> None:
         """Fix the fair shares of a borrowing pass as it starts, in every (scope, pool) where
@@ -446,7 +448,10 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     # round's victims and displaced admissions are retried in the next one, and so is every
     # workload still waiting once a label changed after the round's admissions (a parent's
     # own admission turned its children's Not in Quota, where reclaim may take them, or room
-    # came back), so what is left waiting at the end would wait in the next cycle too.
+    # came back) or once the round lent idle capacity beyond a quota's fair share (counted as
+    # borrowed, it moves the shares, and a borrower below its share may take it back now, a
+    # displacement, rather than evict it in the next cycle), so what is left waiting at the
+    # end would wait in the next cycle too.
     todo = queue
     victims: dict[str, Workload] = {}  # victims as pending again: they restart from scratch
     for rnd in range(MAX_ROUNDS):
@@ -460,7 +465,12 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
             cycle.epoch += 1  # new labels: searches that failed may succeed now
             if cycle.withdraw_out_of_quota():
                 demoted.extend(settle(state)[0])
-        if not cycle.evicted and not cycle.displaced and not (relabelled and cycle.waiting):
+        if (
+            not cycle.evicted
+            and not cycle.displaced
+            and not (relabelled and cycle.waiting)
+            and not cycle.beyond_share
+        ):
             break
         for v in cycle.evicted:
             victims[v.name] = replace(
@@ -546,6 +556,7 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
         else:
             waiting[w.name] = _merge(waiting[w.name], out)
     cycle.enforce_shares = True
+    cycle.beyond_share = bool(over)
     if over:
         # A quota now borrows beyond its fair share, so its borrowers are fair-share victims
         # of a borrower below its share that found no room: that one gets its turn now, as

@@ -45,3 +45,17 @@ def test_a_borrower_is_searched_again_under_the_next_rounds_fair_shares(seed: in
     assert first.admitted
     assert second.admitted == ()
     assert second.preempted == ()
+
+
+# Cycles in which a borrower took idle capacity beyond its quota's fair share in the pass that
+# lends what is left over, and the next cycle's shares, with that capacity counted as borrowed,
+# let a borrower below its share reclaim it: the cycle now runs another round and displaces it
+# there, rather than start a workload that the next cycle evicts
+@pytest.mark.parametrize("seed", [501, 711, 1033, 1353, 1527, 1927, 2301, 2511])
+def test_capacity_lent_beyond_a_fair_share_is_settled_in_the_same_cycle(seed: int) -> None:
+    snap = cluster(seed)
+    first = run_cycle(snap)
+    second = run_cycle(next_snapshot(snap, first))
+    started = {a.workload for a in first.admitted}
+    assert started
+    assert not [p.workload for p in second.preempted if p.workload in started]
