@@ -1,5 +1,6 @@
 """Later rounds of a cycle: a retry answered from an earlier round ends as a real attempt
-would, and a borrower is not kept waiting by a search that failed under stale fair shares."""
+would, a borrower is not kept waiting by a search that failed under stale fair shares, and
+capacity lent beyond a fair share is settled before the cycle ends."""
 
 from __future__ import annotations
 
