@@ -126,13 +126,9 @@ class Cycle:
         self.epoch += 1
 
     def shares_for(self, quota: str, pool: str) -> tuple[Shares, dict[str, float]]:
-        """Fair shares of the quota's scope in a pool, computed once per borrowing pass."""
-        key = (scope_key(self.state, quota), pool)
-        got = self.shares.get(key)
-        if got is None:
-            got = fair_shares(self.state, pool, key[0], self.pending_borrow.get(key, {}))
-            self.shares[key] = got
-        return got
+        """Fair shares of the quota's scope in a pool, as this borrowing pass fixed them (every
+        borrower's quota and pools have them: see open_borrowing)."""
+        return self.shares[(scope_key(self.state, quota), pool)]
 
     def attempt(self, w: Workload, count: int, stage: int) -> Outcome:
         """Try to start count replicas of w, or give the outcome of the same attempt in an

@@ -50,9 +50,10 @@ def cluster(seed: int) -> Snapshot:
     rng = random.Random(seed)
     nodes = [Node(f"a{i:03}", "a100", 8, 96_000, 786_432) for i in range(rng.choice((8, 16)))]
     nodes += [Node(f"h{i:03}", "h100", rng.choice((4, 8)), 64_000, 524_288) for i in range(8)]
-    snap = build(nodes, rng.choice((60, 120)), rng.choice((40, 90)), rng.choice(SIZES), seed)
-    if seed % 3 == 0:
-        snap = build(nodes, 80, 60, SIZES[0], seed, calm=True)
+    running, pending, sizes = rng.choice((60, 120)), rng.choice((40, 90)), rng.choice(SIZES)
+    if seed % 3 == 0:  # calm: one priority, pending work in the teams only
+        running, pending, sizes = 80, 60, SIZES[0]
+    snap = build(nodes, running, pending, sizes, seed, calm=seed % 3 == 0)
     workloads = list(snap.workloads)
     for i, w in enumerate(workloads):
         if not w.running and seed % 2 and rng.random() < 0.5:
