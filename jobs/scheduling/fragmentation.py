@@ -69,8 +69,9 @@ HANDS_ANY = HANDS_SHARES | HANDS_WHOLE
 # a state's best move for a request: (increase of F in steps, free share of the device taken or
 # -1, GPU left, CPU left)
 Move = tuple[int, int, int, int]
-# a ranked state: (_key of its move, signature, its _State, free share taken); the signature
-# breaks ties, so the choice depends on the states only. Typed as a plain tuple: compiled code
+# a ranked state: (_key of its move followed by the state's order, signature, its _State, free
+# share taken); the order, and where it ties the signature, breaks ties, so the choice depends on
+# the states only. Typed as a plain tuple: compiled code
 # then reads one field of a heap entry without unpacking them all.
 Ranked = tuple[Any, ...]
 
@@ -299,11 +300,12 @@ class _State:
     which hashes by address, and read whether it is live from it: no nested tuple is hashed
     and no number boxed at each lookup."""
 
-    __slots__ = ("sig", "klass", "members")
+    __slots__ = ("sig", "klass", "order", "members")
 
     def __init__(self, sig: Sig) -> None:
         self.sig = sig
         self.klass = _klass(sig)
+        self.order = _order(sig)
         self.members: dict[str, NodeState] = {}
 
 
@@ -499,7 +501,7 @@ class FragmentationScorer:
         mv = self._evaluate(pool, st.sig, req)
         if mv is None:
             return None
-        return (_key(mv[0], mv[2], mv[3]), st.sig, st, mv[1])
+        return ((_key(mv[0], mv[2], mv[3]) << _ORDER_BITS) + st.order, st.sig, st, mv[1])
 
     @staticmethod
     def _step(delta: float, quantum: float) -> int:
@@ -652,6 +654,39 @@ def _key(step: int, gpu_left: int, cpu_left: int) -> int:
 
 _GPU_CAP = (1 << 20) - 1  # milli-GPU left on a node, far above any node's
 _CPU_CAP = (1 << 24) - 1
+
+
+def _order(sig: Sig) -> int:
+    """An integer that orders states as their signatures do, or ties where it cannot tell them
+    apart (then the signature decides): a heap of mostly equal moves compares integers instead
+    of walking nested tuples."""
+    dev, cpu, mem, hands_bits = sig
+    # a device's free share plus one, and 0 past the last device, so that a prefix sorts first
+    values = [dev[i] + 1 if i < len(dev) else 0 for i in range(_DIGITS)]
+    values += [cpu, mem, hands_bits]
+    if len(dev) > _DIGITS:
+        values[_DIGITS] = 1 << 64  # devices beyond those encoded: the rest saturates
+    out = 0
+    # -1 or 1 once a value fell below or above its field: the fields after take their least or
+    # their greatest value
+    past = 0
+    for value, bits in zip(values, _FIELD_BITS, strict=True):
+        top = (1 << bits) - 1
+        if past:
+            value = 0 if past < 0 else top
+        elif value < 0:
+            value, past = 0, -1
+        elif value > top:
+            value, past = top, 1
+        out = (out << bits) + value
+    return out
+
+
+_DIGITS = 16  # devices a state's order encodes
+# bits of its fields: each device's free share plus one (up to MILLI + 1), CPU, memory and
+# what the node hands out
+_FIELD_BITS = (10,) * _DIGITS + (24, 32, 2)
+_ORDER_BITS = sum(_FIELD_BITS)
 
 
 def _gone(r: Ranked) -> bool:

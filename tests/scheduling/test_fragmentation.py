@@ -12,6 +12,7 @@ from jobs.scheduling.fragmentation import (
     FragmentationScorer,
     Shape,
     _key,
+    _order,
     _Table,
     fragmentation,
     shape_fragment,
@@ -341,3 +342,26 @@ def test_the_rank_key_orders_as_its_parts() -> None:
         for _ in range(2000)
     ]
     assert sorted(parts) == sorted(parts, key=lambda p: _key(*p))
+
+
+def test_a_states_order_sorts_as_its_signature() -> None:
+    # a heap compares a move's integer, its state's order included, before the signature: the
+    # order must never contradict the signature (ties are allowed: the signature decides them),
+    # with devices beyond those it encodes and values beyond its caps
+    rng = random.Random(5)
+    sigs = set()
+    for _ in range(600):
+        n = rng.choice([0, 1, 2, 8, 16, 17, 20])
+        dev = tuple(sorted(rng.choice([0, 250, 500, MILLI]) for _ in range(n)))
+        cpu = rng.choice([0, 8000, 1 << 25, 1 << 26])
+        mem = rng.choice([0, 1024, 1 << 33, 1 << 34])
+        sigs.add((dev, cpu, mem, rng.randint(1, 3)))
+        sigs.add((dev + (MILLI,), cpu, mem, 3))  # a prefix of another
+    ordered = sorted(sigs)
+    assert sorted(sigs, key=lambda s: (_order(s), s)) == ordered
+    orders = [_order(s) for s in ordered]
+    assert orders == sorted(orders)
+    # within the devices and values it encodes, the integer alone tells every state apart
+    inside = [s for s in ordered if len(s[0]) <= 16 and s[1] < 1 << 24 and s[2] < 1 << 32]
+    assert len(inside) > 100
+    assert len({_order(s) for s in inside}) == len(inside)
