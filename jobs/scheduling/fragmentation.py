@@ -69,9 +69,9 @@ HANDS_ANY = HANDS_SHARES | HANDS_WHOLE
 # a state's best move for a request: (increase of F in steps, free share of the device taken or
 # -1, GPU left, CPU left)
 Move = tuple[int, int, int, int]
-# a ranked state: (_key of its move followed by the state's order, signature, its _State, free
-# share taken); the order, and where it ties the signature, breaks ties, so the choice depends on
-# the states only. Typed as a plain tuple: compiled code
+# a ranked state: (_key of its move followed by the state's order, signature, the ranking's
+# _Slot of the state, free share taken); the order, and where it ties the signature, breaks
+# ties, so the choice depends on the states only. Typed as a plain tuple: compiled code
 # then reads one field of a heap entry without unpacking them all.
 Ranked = tuple[Any, ...]
 
@@ -333,13 +333,15 @@ class _Filed:
 
 
 class _Slot:
-    """What a ranking knows of one state: its heap entry (None when the request does not fit
-    it) and whether the heap holds that entry now."""
+    """What a ranking knows of one state: the state, its heap entry (None when the request does
+    not fit it) and whether the heap holds that entry now. The entry holds the slot, so an
+    entry leaving the heap marks it without a lookup."""
 
-    __slots__ = ("entry", "inside")
+    __slots__ = ("state", "entry", "inside")
 
-    def __init__(self, entry: Ranked | None) -> None:
-        self.entry = entry
+    def __init__(self, state: _State) -> None:
+        self.state = state
+        self.entry: Ranked | None = None
         self.inside = False
 
 
@@ -489,19 +491,21 @@ class FragmentationScorer:
                 continue
             slot = slots.get(st)
             if slot is None:
-                slot = slots[st] = _Slot(self._entry(pool, st, req))
+                slot = slots[st] = _Slot(st)
+                slot.entry = self._entry(pool, slot, req)
             elif slot.inside:
                 continue
             if slot.entry is not None:
                 heapq.heappush(heap, slot.entry)
                 slot.inside = True
 
-    def _entry(self, pool: str, st: _State, req: Req) -> Ranked | None:
-        """The heap entry of a state for req, None when req does not fit it."""
+    def _entry(self, pool: str, slot: _Slot, req: Req) -> Ranked | None:
+        """The heap entry of a slot's state for req, None when req does not fit it."""
+        st = slot.state
         mv = self._evaluate(pool, st.sig, req)
         if mv is None:
             return None
-        return ((_key(mv[0], mv[2], mv[3]) << _ORDER_BITS) + st.order, st.sig, st, mv[1])
+        return ((_key(mv[0], mv[2], mv[3]) << _ORDER_BITS) + st.order, st.sig, slot, mv[1])
 
     @staticmethod
     def _step(delta: float, quantum: float) -> int:
@@ -573,17 +577,16 @@ class FragmentationScorer:
                     seen[k] = len(born)
                     self._look(pool, req, rank, born, start)
         heap = rank.heap
-        slots = rank.slots
         if len(heap) > 2 * len(live) + _SLACK:
             # mostly stale: keep the live states only
             for r in heap:
                 if _gone(r):
-                    slots[r[2]].inside = False
+                    _left(r)
             heap[:] = [r for r in heap if not _gone(r)]
             heapq.heapify(heap)
         # states that no node is in any more leave from the top
         while heap and _gone(heap[0]):
-            slots[heapq.heappop(heap)[2]].inside = False
+            _left(heapq.heappop(heap))
         return rank
 
     def _spread(self, rank: _Ranking, owner: str) -> tuple[int, Ranked, NodeState] | None:
@@ -593,10 +596,10 @@ class FragmentationScorer:
         best: tuple[int, Ranked, NodeState] | None = None
         while heap:
             top = heapq.heappop(heap)
-            st: _State = top[2]
-            members = st.members
+            slot: _Slot = top[2]
+            members = slot.state.members
             if not members:
-                rank.slots[st].inside = False
+                slot.inside = False
                 continue
             popped.append(top)
             ns = min(members.values(), key=lambda n: (n.residents.get(owner, 0), n.name))
@@ -630,7 +633,7 @@ class FragmentationScorer:
                     continue
             else:
                 top = rank.heap[0]
-                found = (0, top, _first_named(top[2]))
+                found = (0, top, _first_named(top[2].state))
             # pools compare by replicas of the service, move and signature, then node name (a
             # signature may be live in two pools, each with its own _State)
             if best is None or (found[0], found[1][0], found[1][1], found[2].name) < (
@@ -689,10 +692,16 @@ _FIELD_BITS = (10,) * _DIGITS + (24, 32, 2)
 _ORDER_BITS = sum(_FIELD_BITS)
 
 
+def _left(r: Ranked) -> None:
+    """Mark a heap entry's slot as out of the heap."""
+    slot: _Slot = r[2]
+    slot.inside = False
+
+
 def _gone(r: Ranked) -> bool:
     """Whether no node is in the state of a heap entry any more."""
-    st: _State = r[2]
-    return not st.members
+    slot: _Slot = r[2]
+    return not slot.state.members
 
 
 def _first_named(st: _State) -> NodeState:
