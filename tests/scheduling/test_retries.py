@@ -1,6 +1,7 @@
 """Later rounds of a cycle: a retry answered from an earlier round ends as a real attempt
-would, a borrower is not kept waiting by a search that failed under stale fair shares, and
-capacity lent beyond a fair share is settled before the cycle ends."""
+would, a borrower is not kept waiting by a search that failed under stale fair shares,
+capacity lent beyond a fair share is settled before the cycle ends, and a round's victims count
+in the fair shares of its borrowing pass."""
 
 from __future__ import annotations
 
@@ -59,4 +60,18 @@ def test_capacity_lent_beyond_a_fair_share_is_settled_in_the_same_cycle(seed: in
     second = run_cycle(next_snapshot(snap, first))
     started = {a.workload for a in first.admitted}
     assert started
+    assert not [p.workload for p in second.preempted if p.workload in started]
+
+
+# Cycles in which a borrower reclaimed capacity by fair share in a round's borrowing pass,
+# under shares that left out the workloads that round's In-Quota pass had just evicted: once
+# their demand counted, its quota was above its share, but it kept its place for the rest of
+# the cycle (it had evicted someone), and the next cycle evicted it for one of those victims
+@pytest.mark.parametrize("seed", [779, 2047, 2561, 2947])
+def test_a_rounds_victims_count_in_its_fair_shares(seed: int) -> None:
+    snap = cluster(seed)
+    first = run_cycle(snap)
+    second = run_cycle(next_snapshot(snap, first))
+    started = {a.workload for a in first.admitted}
+    assert started and first.preempted
     assert not [p.workload for p in second.preempted if p.workload in started]
