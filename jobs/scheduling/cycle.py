@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final
@@ -492,7 +493,8 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
         if pl
     )
     pending: list[Pending] = []
-    for w in queue:
+    # the queue, then victims still waiting (they wait again, for the reason of their last try)
+    for w in itertools.chain(queue, victims.values()):
         out = waiting.get(w.name)
         if out is None:
             continue

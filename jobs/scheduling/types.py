@@ -202,7 +202,8 @@ class Pending:
 @dataclass(frozen=True, slots=True)
 class CycleResult:
     """The cycle's decisions; classification covers every workload running after the cycle,
-    and demoted names every one of them that was In Quota and is not any more."""
+    demoted names every one of them that was In Quota and is not any more, and pending every
+    workload left waiting that was tried: the queue's, then victims not started again."""
 
     admitted: tuple[Admission, ...]
     preempted: tuple[Preemption, ...]

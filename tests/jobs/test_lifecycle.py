@@ -74,6 +74,11 @@ def test_borrowed_job_is_preempted_requeued_and_resumes_from_checkpoint(
     tick()
     borrowed = _refresh(borrowed)
     assert borrowed.status == Status.REQUEUED
+    # it says at once why it waits again, not only from the next cycle on
+    assert borrowed.pending_reason == (
+        "Quota 1.1 has 0 of 48 GPUs free in pool A100-80G (the job needs 40 GPUs), and only 16 "
+        "idle GPUs can be borrowed there (it needs 40 GPUs)"
+    )
     assert _pod_statuses(borrowed) == [PodStatus.PREEMPTED] * 5
     event = borrowed.events.get(kind=EventKind.PREEMPTED)
     assert event.data["by"] == "chat-api" and event.data["reason"] == "reclaim"
@@ -94,6 +99,22 @@ def test_borrowed_job_is_preempted_requeued_and_resumes_from_checkpoint(
     tick(30)
     tick(4 * 3600)
     assert _refresh(borrowed).status == Status.SUCCEEDED
+
+
+def test_a_victim_without_fault_tolerance_fails_and_is_given_no_pending_reason(
+    bob, submit, service, tick, clock
+) -> None:
+    submit(bob, "own", replicas=6)
+    tick(1)
+    borrowed = submit(bob, "borrowed", replicas=5, idle_policy="acceptable", fault_tolerance=False)
+    tick(1)
+    assert _refresh(borrowed).in_quota is False
+    service_scale(service=service, replicas=8, now=clock.now(), reason="rule day")
+    tick()
+    borrowed = _refresh(borrowed)
+    assert borrowed.status == Status.FAILED
+    assert borrowed.status_reason.endswith("fault tolerance is off.")
+    assert borrowed.pending_reason == ""
 
 
 def test_a_higher_priority_job_borrows_beside_an_in_quota_one_and_is_the_one_reclaimed(

@@ -122,7 +122,13 @@ def test_explain_prints_the_decisions_as_json(tmp_path: Path) -> None:
             "workload": "w4",
             "reason": "Quota q1.1 has 7.5 of 8 GPUs free in pool a100 (the job needs 16 GPUs), "
             "and idle borrowing is off for this job",
-        }
+        },
+        # the victim waits again, and says why
+        {
+            "workload": "w1",
+            "reason": "Quota q1.1 has 7.5 of 8 GPUs free in pool a100 (the job needs 16 GPUs), "
+            "and only 7.5 idle GPUs can be borrowed there (it needs 16 GPUs)",
+        },
     ]
 
 

@@ -80,10 +80,11 @@ def test_an_idle_none_job_is_never_admitted_not_in_quota() -> None:
     assert {a.workload: a.in_quota for a in first.admitted} == {"mid": True, "hi": False}
     assert {p.workload: (p.by, p.reason) for p in first.preempted} == {"low": ("mid", "priority")}
     assert not first.demoted
-    assert not first.pending  # low, evicted, was retried in the cycle and is shown next cycle
-    (pending,) = second.pending
+    # low, evicted and retried in the cycle, says at once why it waits, as the next cycle does
+    (pending,) = first.pending
     assert pending.workload == "low"
     assert "idle borrowing is off for this job" in pending.reason
+    assert second.pending == first.pending
     assert not second.admitted and not second.preempted
     assert dict(second.classification) == dict(first.classification)
 

@@ -134,12 +134,20 @@ RULES = {
         admitted={"l1": True, "y": True},
         preempted={"y": ("l1", "reclaim", "L"), "x": ("y", "priority", "A")},
         classification={"y": True, "l1": True},
+        pending={
+            "x": "Quota A has 0 of 8 GPUs free in pool a100 (the job needs 8 GPUs), and idle "
+            "borrowing is off for this job"
+        },
     ),
     "without_labels_start_order_gives_the_same_reclaim_victim": Rule(
         lambda: issue_13(borrowed_y(None), lender_submits()),
         admitted={"l1": True, "y": True},
         preempted={"y": ("l1", "reclaim", "L"), "x": ("y", "priority", "A")},
         classification={"y": True, "l1": True},
+        pending={
+            "x": "Quota A has 0 of 8 GPUs free in pool a100 (the job needs 8 GPUs), and idle "
+            "borrowing is off for this job"
+        },
     ),
     # At equal priority y has nothing to win A's place with: it waits.
     "a_reclaimed_borrower_of_equal_priority_waits_and_the_incumbent_stays": Rule(
@@ -147,6 +155,10 @@ RULES = {
         admitted={"l1": True},
         preempted={"y": ("l1", "reclaim", "L")},
         classification={"x": True, "l1": True},
+        pending={
+            "y": "Quota A has 0 of 8 GPUs free in pool a100 (the job needs 8 GPUs), and only 0 "
+            "idle GPUs can be borrowed there (it needs 8 GPUs)"
+        },
     ),
     # A newcomer that may only run In Quota wins x's place by a named priority preemption,
     # though L's node is idle: it does not borrow, and it takes no label by outranking.
@@ -155,6 +167,10 @@ RULES = {
         admitted={"y": True},
         preempted={"x": ("y", "priority", "A")},
         classification={"y": True},
+        pending={
+            "x": "Quota A has 0 of 8 GPUs free in pool a100 (the job needs 8 GPUs), and idle "
+            "borrowing is off for this job"
+        },
     ),
     # Same priority: nothing to win the place with, and idle none never borrows.
     "an_idle_none_newcomer_of_equal_priority_waits": Rule(
@@ -173,6 +189,10 @@ RULES = {
         admitted={"y": True},
         preempted={"x": ("y", "priority", "A")},
         classification={"y": True, "l0": True},
+        pending={
+            "x": "Quota A has 0 of 8 GPUs free in pool a100 (the job needs 8 GPUs), and idle "
+            "borrowing is off for this job"
+        },
     ),
     "labels_unknown_are_inferred_in_start_order_not_by_priority": Rule(
         lambda: issue_13(newcomer("acceptable").started(60).on("n2")),
@@ -251,7 +271,10 @@ RULES = {
         admitted={"l1": True},
         preempted={"t": ("l1", "min", "A")},
         classification={"l0": True, "l1": True},
-        pending={},
+        pending={
+            "t": "Quota A has 0 of 0 GPUs free in pool a100 (the job needs 8 GPUs), and idle "
+            "borrowing is off for this job"
+        },
     ),
     # The parent's own workload starts In Quota on the idle node: its children's In-Quota
     # usage is room for it, and the walk (parent's own first) turns b1 Not in Quota, named.

@@ -125,6 +125,10 @@ CASES = {
         ),
         placed={"urgent": (True, {"a100"})},
         preempted={"low": ("urgent", "priority")},
+        pending={
+            "low": "Quota A has 0 of 8 GPUs free in pool a100 (the job needs 8 GPUs), and idle "
+            "borrowing is off for this job"
+        },
     ),
     "without_a_restriction_the_urgent_job_borrows_the_idle_pool_instead": Case(
         lambda: cluster(

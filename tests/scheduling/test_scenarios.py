@@ -237,7 +237,7 @@ class Case:
     build: Callable[[], Snapshot]
     admitted: dict[str, bool] = field(default_factory=dict)  # name -> in_quota
     preempted: dict[str, tuple[str, str]] = field(default_factory=dict)  # victim -> (by, reason)
-    pending: set[str] = field(default_factory=set)
+    pending: set[str] = field(default_factory=set)  # the queue's and victims left waiting
     classification: dict[str, bool] = field(default_factory=dict)  # subset to check
 
 
@@ -249,13 +249,14 @@ CASES = {
             **{f"b{i}": ("svc", "reclaim") for i in range(6, 11)},
             **{f"c{i}": ("svc", "child_preemption") for i in range(3)},
         },
+        pending={f"b{i}" for i in range(6, 11)} | {f"c{i}" for i in range(3)},
         classification={"b0": True, "b5": True, "c3": True, "c4": True},
     ),
     "mission_without_child_preemption_takes_only_borrowed_capacity": Case(
         lambda: mission(False),
         admitted={"svc": True},
         preempted={f"b{i}": ("svc", "reclaim") for i in range(6, 11)},
-        pending={"svc"},
+        pending={"svc"} | {f"b{i}" for i in range(6, 11)},
         classification={"c0": True, "b5": True},
     ),
     "acceptable_runs_in_quota_with_room_else_borrows_and_idle_only_never_in_quota": Case(
@@ -271,6 +272,7 @@ CASES = {
         lambda: priority_case(9),
         admitted={"new": True},
         preempted={"big-p2": ("new", "priority")},
+        pending={"big-p2"},
     ),
     "half_and_half_share_one_device": Case(
         lambda: sharing(0.5, 0.5),
@@ -301,6 +303,7 @@ CASES = {
         three_levels,
         admitted={"e-job": True},
         preempted={"t1-c": ("e-job", "reclaim")},
+        pending={"t1-c"},
         classification={"t1-a": True, "t1-b": True, "t2-a": True},
     ),
     "one_gpu_takes_an_odd_gpu_and_keeps_four_gpu_blocks_whole": Case(
@@ -311,6 +314,7 @@ CASES = {
         pushed_out_then_reclaimed,
         admitted={"p1": True, "p2": True},
         preempted={"b1": ("p2", "child_preemption")},
+        pending={"b1"},
         classification={"a1": False},
     ),
     "parent_own_usage_counts_against_its_subtree": Case(
@@ -342,14 +346,16 @@ def test_mission_service_gets_every_replica_on_whole_nodes() -> None:
     assert len(adm.placements) == 8
     assert all(len(p.devices) == 8 for p in adm.placements)
     assert len({p.node for p in adm.placements}) == 8
-    assert not result.pending
+    # only its victims wait, each saying why
+    assert {p.workload for p in result.pending} == {w.workload for w in result.preempted}
+    assert all(p.reason for p in result.pending)
 
 
 def test_mission_without_child_preemption_explains_the_waiting_replicas() -> None:
     result = _run(lambda: mission(False))
     (adm,) = result.admitted
     assert len(adm.placements) == 5
-    (pend,) = result.pending
+    (pend,) = [p for p in result.pending if p.workload == "svc"]
     assert pend.reason.startswith("3 of 8 replicas are waiting")
     assert "Quota 1 has 0 of 128 GPUs free" in pend.reason
 
