@@ -17,7 +17,7 @@ from django.db.models import Max
 
 from cluster.models import Node
 from jobs.bridge.snapshot import Reading, WorkloadInfo, build
-from jobs.choices import ENDED_STATUSES, WAITING_STATUSES, EventKind, Kind, PodStatus, Status
+from jobs.choices import ENDED_STATUSES, EventKind, Kind, PodStatus, Status
 from jobs.models import Pod, Workload
 from jobs.progress import NO_CHECKPOINT, lost_text, percent, times
 from jobs.scheduling.cycle import run_cycle
@@ -319,7 +319,7 @@ def _reasons(
     for p in pending:
         info = rows.get(p.workload)
         reason = p.reason[:300]
-        if info is None or ahead.get(info.workload, "status") not in WAITING_STATUSES:
+        if info is None or ahead.get(info.workload, "status") in ENDED_STATUSES:
             continue  # a victim that fails (fault tolerance off) waits for nothing
         if ahead.get(info.workload, "pending_reason") != reason:
             ahead.set(info.workload, {"pending_reason": reason})

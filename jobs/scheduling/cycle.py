@@ -538,11 +538,10 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
     # Fair shares weigh what borrows now against what still waits to borrow, as the next
     # cycle's fair-share reclaim will: borrowing admissions leave them unchanged (idle
     # becomes borrowed), so what a borrower gets within its share it keeps. This round's
-    # victims wait to borrow too (they are retried in the next round), so their demand
-    # counts already: a borrower must not reclaim by a share that they will shrink.
-    named = {w.name for w in borrowers}
-    victims = [v for v in cycle.evicted if v.name not in named and v.name not in state.entries]
-    cycle.open_borrowing(borrowers + victims)
+    # victims wait to borrow too (they are retried in the next round, so none is among the
+    # borrowers), and their demand counts already: a borrower must not reclaim by a share
+    # that they will shrink.
+    cycle.open_borrowing(borrowers + cycle.evicted)
     cycle.enforce_shares = True
     blocked = _borrow(cycle, borrowers)
     # Fair shares only order the borrowers; idle left over goes to whoever still fits.

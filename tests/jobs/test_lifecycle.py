@@ -117,6 +117,19 @@ def test_a_victim_without_fault_tolerance_fails_and_is_given_no_pending_reason(
     assert borrowed.pending_reason == ""
 
 
+def test_a_running_service_says_why_its_other_replicas_wait(service, tick, clock) -> None:
+    tick()
+    for node in Node.objects.order_by("name")[2:]:
+        node_schedulable_set(node=node, schedulable=False)
+    service_scale(service=service, replicas=4, now=clock.now(), reason="rule day")
+    tick()
+    service = _refresh(service)
+    assert service.status == Status.RUNNING
+    assert service.pending_reason.startswith("2 of 4 replicas are waiting: "), (
+        service.pending_reason
+    )
+
+
 def test_a_higher_priority_job_borrows_beside_an_in_quota_one_and_is_the_one_reclaimed(
     bob, carol, submit, service, tick
 ) -> None:
