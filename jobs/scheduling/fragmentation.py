@@ -22,8 +22,10 @@ them to the tie-break.
 Nodes in the same state (pool, free shares per device, CPU, memory) score alike, so the scorer
 groups them by that signature and caches F per state and the best move per (state, request).
 A heap per (pool, request) keeps the states ranked, so a placement looks only at states new
-since the last one. Ties go to the tighter state (less GPU, then CPU left), then to the state's
-signature, and within a state to the first node name: the choice depends on the state only.
+since the last one. Ties go first to the state that strands less GPU for lack of CPU (for a GPU
+request: the GPU it leaves beyond one GPU per STRAND_CPU cores left), then to the tighter state
+(less GPU, then CPU left), then to the state's signature, and within a state to the first node
+name: the choice depends on the state only.
 
 This is the live cycle's placement (jobs.scheduling.placement.find_node). An inference replica
 adds one term in front of the score: fewer replicas of the same service on the node first, so
@@ -52,6 +54,12 @@ QUANTUM = 40.0
 # A share of one GPU's increases are compared in these finer steps: on the gpushare lists 20
 # allocates more than 40 (and 10 loses on default), while whole GPUs do best with QUANTUM.
 SHARE_QUANTUM = 20.0
+# Among equal steps a GPU request goes where it strands less GPU: the milli-GPU a node keeps
+# free beyond one milli-GPU per this many milli-CPU left (8 cores per GPU). On the openb lists
+# it allocates more on 14 of 18 (up to 0.19 points on the sharing lists), with 6 to 9 doing
+# about as well; a CPU-only request is left out: steering it to CPU-rich nodes costs the
+# CPU-heavy lists (cpu250: 0.7 points). See bench/replay_openb.py.
+STRAND_CPU = 8
 _MEMO_KEPT = 200_000  # node states remembered per table of F (tables outlive cycles)
 _RANKINGS_KEPT = 4096  # rankings (pool, request) kept per scorer
 _SLOTS_KEPT = 50_000  # states a ranking remembers before it starts over
@@ -362,8 +370,9 @@ class FragmentationScorer:
     """Place tasks one by one on the node whose fragmentation F grows least.
 
     Increases of F are compared exactly, or in whole multiples of `quantum` milli-GPU when it is
-    positive (`share_quantum` for a share of one GPU). Ties go to the tighter node (less free GPU
-    left, then less CPU left), then to the state signature, then to the node name. Call
+    positive (`share_quantum` for a share of one GPU). Ties go to the node that strands less GPU
+    for lack of CPU (GPU requests only), then to the tighter node (less free GPU left, then less
+    CPU left), then to the state signature, then to the node name. Call
     `update(node)` after changing a node's free resources, or `sync(nodes)` to take another set
     of nodes as the cluster: what the scorer ranked stays valid, since it depends on node states
     only.
@@ -505,7 +514,9 @@ class FragmentationScorer:
         mv = self._evaluate(pool, st.sig, req)
         if mv is None:
             return None
-        return ((_key(mv[0], mv[2], mv[3]) << _ORDER_BITS) + st.order, st.sig, slot, mv[1])
+        strand = _stranded(mv[2], mv[3]) if req[0] > 0 else 0
+        key = _key(mv[0], strand, mv[2], mv[3])
+        return ((key << _ORDER_BITS) + st.order, st.sig, slot, mv[1])
 
     @staticmethod
     def _step(delta: float, quantum: float) -> int:
@@ -649,10 +660,16 @@ class FragmentationScorer:
         return ns.name, _devices(ns.dev, n, share, best[1][3])
 
 
-def _key(step: int, gpu_left: int, cpu_left: int) -> int:
-    """A move's rank as one integer, ordered as (step, GPU left, CPU left): a heap compares one
-    number instead of walking tuples."""
-    return (((step << 20) + min(gpu_left, _GPU_CAP)) << 24) + min(cpu_left, _CPU_CAP)
+def _stranded(gpu_left: int, cpu_left: int) -> int:
+    """Milli-GPU a node keeps free beyond what its CPU left can serve at STRAND_CPU per GPU."""
+    return max(0, gpu_left - cpu_left // STRAND_CPU)
+
+
+def _key(step: int, strand: int, gpu_left: int, cpu_left: int) -> int:
+    """A move's rank as one integer, ordered as (step, GPU stranded, GPU left, CPU left): a
+    heap compares one number instead of walking tuples."""
+    ranked = (step << 20) + min(strand, _GPU_CAP)
+    return (((ranked << 20) + min(gpu_left, _GPU_CAP)) << 24) + min(cpu_left, _CPU_CAP)
 
 
 _GPU_CAP = (1 << 20) - 1  # milli-GPU left on a node, far above any node's

@@ -119,25 +119,48 @@ def test_cpu_only_task_goes_where_it_strands_no_gpu() -> None:
 
 
 def test_quantum_lets_the_tighter_node_win_small_differences() -> None:
-    # a 500 share with 2 cores: on the big node nothing is stranded (increase 0); on the small
-    # node the 3 cores left are too few for the rare 4-core shape (increase 0.02 x 500 = 10)
-    shapes = [Shape(0.98, 1, 500, 0, 0), Shape(0.02, 1, 500, 4000, 0)]
+    # a 700 share with 2 cores: on the big node nothing is stranded (increase 0); on the small
+    # node the 3 cores left are too few for the rare 4-core shape (increase 0.02 x 300 = 6)
+    shapes = [Shape(0.98, 1, 300, 0, 0), Shape(0.02, 1, 300, 4000, 0)]
     state = state_of(Node("big", "T4", 2, 100_000, 1000), Node("small", "T4", 1, 5000, 1000))
-    req = (500, 2000, 10)
+    req = (700, 2000, 10)
     exact = FragmentationScorer(state.nodes.values(), shapes, share_quantum=0.0)
     assert exact.choose(req, ("T4",))[0] == "big"
     # compared in steps of 15 the two increases are equal, and the tighter node takes it
     coarse = FragmentationScorer(state.nodes.values(), shapes, share_quantum=15.0)
     assert coarse.choose(req, ("T4",)) == ("small", (0,))
-    # steps of 5 still tell 0 from 10
+    # steps of 5 still tell 0 from 6
     fine = FragmentationScorer(state.nodes.values(), shapes, share_quantum=5.0)
     assert fine.choose(req, ("T4",))[0] == "big"
 
 
+def test_among_equal_steps_a_gpu_goes_where_less_gpu_is_stranded_for_lack_of_cpu() -> None:
+    # one GPU with 4 cores: F grows by 0 on both nodes (a whole GPU stays free on each). The
+    # tighter node a would keep 1 GPU with 6 cores, short of 8 cores per GPU by 250 milli-GPU;
+    # b keeps 3 GPUs with 60 cores and strands none, so b takes it
+    state = state_of(Node("a", "T4", 2, 10_000, 1000), Node("b", "T4", 4, 64_000, 1000))
+    scorer = FragmentationScorer(state.nodes.values(), [Shape(1.0, 1, MILLI, 0, 0)])
+    assert scorer.choose((MILLI, 4000, 10), ("T4",)) == ("b", (0,))
+    # with 8 cores left a strands nothing: the tighter node wins again
+    state = state_of(Node("a", "T4", 2, 12_000, 1000), Node("b", "T4", 4, 64_000, 1000))
+    scorer = FragmentationScorer(state.nodes.values(), [Shape(1.0, 1, MILLI, 0, 0)])
+    assert scorer.choose((MILLI, 4000, 10), ("T4",)) == ("a", (0,))
+
+
+def test_a_cpu_only_task_is_not_steered_by_stranding() -> None:
+    # no GPU shape needs CPU, so F grows by 0 on both; 2 cores on a leave its free GPU short of
+    # CPU, but a CPU-only task still takes the tighter node: sent to CPU-rich nodes it would
+    # take the CPU their free GPUs need
+    state = state_of(Node("a", "T4", 1, 4000, 1000), Node("b", "T4", 2, 64_000, 1000))
+    scorer = FragmentationScorer(state.nodes.values(), [Shape(1.0, 1, MILLI, 0, 0)])
+    assert scorer.choose((0, 2000, 10), ("T4",)) == ("a", ())
+
+
 def test_a_share_is_compared_in_finer_steps_than_whole_gpus() -> None:
     # on the small node 3 cores are left, too few for the 4-core shape: F grows by 30 there
-    # and by 0 on the big node, for a share and for a whole GPU alike
-    state = state_of(Node("big", "T4", 3, 100_000, 1000), Node("small", "T4", 2, 5000, 1000))
+    # and by 0 on the big node, for a share and for a whole GPU alike (both nodes strand as
+    # much GPU for lack of CPU: 11 cores left for 2 GPUs, 3 for 1)
+    state = state_of(Node("big", "T4", 3, 13_000, 1000), Node("small", "T4", 2, 5000, 1000))
     share = [Shape(0.94, 1, 500, 0, 0), Shape(0.06, 1, 500, 4000, 0)]
     whole = [Shape(0.97, 1, MILLI, 0, 0), Shape(0.03, 1, MILLI, 4000, 0)]
     # a share's steps of 20 tell 0 from 30: it goes where nothing is stranded
@@ -338,7 +361,12 @@ def test_each_thread_has_its_own_scorer() -> None:
 def test_the_rank_key_orders_as_its_parts() -> None:
     rng = random.Random(3)
     parts = [
-        (rng.randint(-400, 400), rng.randint(0, 16_000), rng.randint(0, 256_000))
+        (
+            rng.randint(-400, 400),
+            rng.choice((0, rng.randint(0, 16_000))),
+            rng.randint(0, 16_000),
+            rng.randint(0, 256_000),
+        )
         for _ in range(2000)
     ]
     assert sorted(parts) == sorted(parts, key=lambda p: _key(*p))
