@@ -43,7 +43,7 @@ class ClusterDashboardView(PlatformAdminRequiredMixin, TemplateView):
         context["allocation"] = allocation
         target = placement_target(clock.now())
         context["target"] = target
-        context["target_shapes"] = [(shape_label(s), round(100 * s.p)) for s in target.shapes]
+        context["target_shapes"] = [(shape_label(s), _percent(s.p)) for s in target.shapes]
         context["bucket_minutes"] = int(BUCKET.total_seconds() // 60)
         context["live"] = {
             "path": "/ws/cluster/",
@@ -52,6 +52,11 @@ class ClusterDashboardView(PlatformAdminRequiredMixin, TemplateView):
             "end": plot_time(series.end) if series.end else None,
         }
         return context
+
+
+def _percent(p: float) -> str:
+    """A share of the target in whole percent, or to a tenth below 1% (not shown as 0)."""
+    return f"{100 * p:.0f}" if p >= 0.01 else f"{100 * p:.1f}"
 
 
 class NodeGridView(PlatformAdminRequiredMixin, TemplateView):

@@ -36,7 +36,9 @@ def test_the_default_mix_until_something_with_a_gpu_is_submitted(
     html = login(admin).get(reverse("dashboard:cluster")).content.decode()
     target = _rows(html, "placement-target")
     assert "the default mix" in target
-    assert '<td>1 GPU</td><td class="num">50%</td>' in target
+    # 50 of 100 tasks take 1 GPU, 3 take 8: per device they weigh 50 and 3/8 of 90.125
+    assert '<td>1 GPU</td><td class="num">55%</td>' in target
+    assert '<td>8 GPUs</td><td class="num">0.4%</td>' in target
     # nothing runs: no free GPU is stranded
     assert "(0%)" in _rows(html, "pool-fragmentation")
 

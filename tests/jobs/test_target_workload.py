@@ -47,8 +47,9 @@ def test_the_target_follows_the_submissions(
         submit(bob, f"small-again-{i}", gpus=1, replicas=3)
     monkeypatch.setattr(bridge, "TARGET_WORKLOADS", 3)
     mixed = _gpus(learned_target(clock.now()))
-    # the last 3 workloads: two 1-GPU jobs of 3 replicas each, one 8-GPU job
-    assert mixed == {1: pytest.approx(6 / 7), 8: pytest.approx(1 / 7)}
+    # the last 3 workloads: two 1-GPU jobs of 3 replicas each, one 8-GPU job, which weighs
+    # 1/8 of a task per device it takes
+    assert mixed == {1: pytest.approx(6 / 6.125), 8: pytest.approx(0.125 / 6.125)}
 
 
 @pytest.mark.django_db

@@ -15,6 +15,7 @@ from jobs.scheduling.fragmentation import (
     _order,
     _Table,
     fragmentation,
+    popular_shapes,
     shape_fragment,
     split_gpu,
     target_workload,
@@ -65,17 +66,25 @@ def test_fragmentation_is_the_expectation_over_shapes() -> None:
 
 def test_target_workload_counts_gpu_shapes_only() -> None:
     pods = [(500, 4000, 100, ()), (500, 4000, 100, ()), (2000, 8000, 200, ("V100",)), (0, 1, 1, ())]
+    # pods per device: the two shares weigh 2, the 2-GPU pod 1/2
     shapes = target_workload(pods)
     assert shapes == [
-        Shape(2 / 3, 1, 500, 4000, 100),
-        Shape(1 / 3, 2, 1000, 8000, 200, frozenset({"V100"})),
+        Shape(0.8, 1, 500, 4000, 100),
+        Shape(0.2, 2, 1000, 8000, 200, frozenset({"V100"})),
     ]
-    assert target_workload(pods, memory=False)[0] == Shape(2 / 3, 1, 500, 4000, 0)
+    assert target_workload(pods, memory=False)[0] == Shape(0.8, 1, 500, 4000, 0)
     assert target_workload([(0, 1, 1, ())]) == []
-    # weighted by pods x milli-GPU: 2 x 500 against 1 x 2000
-    weighted = target_workload(pods, gpu_weight=1.0)
-    assert [s.p for s in weighted] == pytest.approx([2 / 3, 1 / 3])
-    assert weighted[0].count == 2
+
+
+def test_a_shape_weighs_its_tasks_per_device() -> None:
+    # 6 one-GPU tasks, 8 four-GPU tasks, 2 eight-GPU tasks: 6, 2 and 1/4 per device
+    shapes = popular_shapes([(MILLI, 0, 0, 6), (4 * MILLI, 0, 0, 8), (8 * MILLI, 0, 0, 2)])
+    by_devices = {s.count: s.p for s in shapes}
+    assert by_devices == pytest.approx({1: 6 / 8.25, 4: 2 / 8.25, 8: 0.25 / 8.25})
+    # the most requested come first, whatever they weigh
+    assert [s.count for s in shapes] == [4, 1, 8]
+    pods = [(MILLI, 0, 0, ())] * 6 + [(4 * MILLI, 0, 0, ())] * 8 + [(8 * MILLI, 0, 0, ())] * 2
+    assert {s.count: s.p for s in target_workload(pods)} == pytest.approx(by_devices)
 
 
 def test_cached_table_agrees_with_the_definition() -> None:
