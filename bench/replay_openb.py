@@ -1,10 +1,11 @@
 """Replay openb pod lists through the scheduling cycle in the FGD paper's protocol.
 
 Each arrival is a one-replica training job submitted to run_cycle, the live cycle, with the
-snapshot's placement policy and the pod list's target workload (shapes by popularity, as the
-paper's FGD): one arrival per cycle as the paper submits pods one by one (`--batch 1`, the
-default), or `--batch N` arrivals per cycle. A pod the cycle leaves waiting is dropped, never
-retried; nothing departs.
+snapshot's placement policy and the pod list's target workload (shapes by their pods per
+device, as the live target: fragmentation.task_weight; the paper's FGD weighs by pods): one
+arrival per cycle as the paper submits pods one by one (`--batch 1`, the default), or
+`--batch N` arrivals per cycle. A pod the cycle leaves waiting is dropped, never retried;
+nothing departs.
 
 The pod lists: three are in ../shared/traces/openb/; the whole family (cpu, gpushare, gpuspec
 and multigpu variants) is in the public repository alibaba/clusterdata, folder
