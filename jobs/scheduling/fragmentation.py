@@ -145,7 +145,8 @@ def popular_shapes(
     counts: Iterable[tuple[int, int, int, int]], top: int = TOP_SHAPES
 ) -> tuple[Shape, ...]:
     """The `top` most requested GPU task shapes of (milli-GPU, cpu, memory, tasks) rows, each
-    weighted by its tasks per device (see task_weight). CPU-only rows are left out."""
+    weighted by its tasks per device (see task_weight), heaviest first. CPU-only rows are left
+    out."""
     tasks: dict[tuple[int, int, int, int], int] = {}
     for gpu, cpu, mem, n in counts:
         count, share = split_gpu(gpu)
@@ -153,9 +154,9 @@ def popular_shapes(
             key = (count, share, cpu, mem)
             tasks[key] = tasks.get(key, 0) + n
     ranked = sorted(tasks.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
-    weights = [task_weight(key[0]) * n for key, n in ranked]
-    total = sum(weights)
-    return tuple(Shape(w / total, *key) for (key, _), w in zip(ranked, weights, strict=True))
+    weighed = sorted(((task_weight(key[0]) * n, key) for key, n in ranked), reverse=True)
+    total = sum(w for w, _ in weighed)
+    return tuple(Shape(w / total, *key) for w, key in weighed)
 
 
 # The target of a cluster with no recent submissions: GPU shapes as on the openb default trace

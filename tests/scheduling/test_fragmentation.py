@@ -81,8 +81,11 @@ def test_a_shape_weighs_its_tasks_per_device() -> None:
     shapes = popular_shapes([(MILLI, 0, 0, 6), (4 * MILLI, 0, 0, 8), (8 * MILLI, 0, 0, 2)])
     by_devices = {s.count: s.p for s in shapes}
     assert by_devices == pytest.approx({1: 6 / 8.25, 4: 2 / 8.25, 8: 0.25 / 8.25})
-    # the most requested come first, whatever they weigh
-    assert [s.count for s in shapes] == [4, 1, 8]
+    # the heaviest first, as the dashboard lists them
+    assert [s.count for s in shapes] == [1, 4, 8]
+    # the 32 most requested are kept, whatever they weigh: 2 one-GPU tasks lose to 3 of 8 GPUs
+    kept = popular_shapes([(MILLI, 0, 0, 2), (8 * MILLI, 0, 0, 3)], top=1)
+    assert [(s.count, s.p) for s in kept] == [(8, 1.0)]
     pods = [(MILLI, 0, 0, ())] * 6 + [(4 * MILLI, 0, 0, ())] * 8 + [(8 * MILLI, 0, 0, ())] * 2
     assert {s.count: s.p for s in target_workload(pods)} == pytest.approx(by_devices)
 
