@@ -56,8 +56,8 @@ QUANTUM = 40.0
 SHARE_QUANTUM = 20.0
 # Among equal steps a GPU request goes where it strands less GPU: the milli-GPU a node keeps
 # free beyond one milli-GPU per this many milli-CPU left (8 cores per GPU). On the openb lists
-# it allocates more on 14 of 18 (up to 0.19 points on the sharing lists), with 6 to 9 doing
-# about as well; a CPU-only request is left out: steering it to CPU-rich nodes costs the
+# it allocates more on 14 of 18 (up to 0.19 points on the sharing lists); 7 and 8 did best in a
+# sweep of 6 to 10; a CPU-only request is left out: steering it to CPU-rich nodes costs the
 # CPU-heavy lists (cpu250: 0.7 points). See bench/replay_openb.py.
 STRAND_CPU = 8
 _MEMO_KEPT = 200_000  # node states remembered per table of F (tables outlive cycles)
@@ -67,6 +67,8 @@ _SLACK = 1024  # stale states tolerated before a pool's record or a heap is rebu
 _STATES_KEPT = 500_000  # states a shared scorer records before it is started afresh
 TOP_SHAPES = 32  # shapes a learned target keeps: the rest are rare, and each costs scoring time
 
+# a task shape before it is weighed: devices, milli-GPU on each, cpu, memory, accepted models
+ShapeKey = tuple[int, int, int, int, frozenset[str]]
 Req = tuple[int, int, int]  # milli-GPU (a share when < MILLI, else whole devices), cpu, memory
 Choice = tuple[str, tuple[int, ...]]
 # free shares sorted ascending, CPU, memory, and what the node hands out (HANDS_* bits)
@@ -114,19 +116,29 @@ def target_workload(
     CPU-only tasks are left out: every node's free GPU is equally useless to them, so they only
     add the same amount to each candidate's increase. Without `memory` shapes ignore memory.
     """
-    counts: dict[tuple[int, int, int, int, frozenset[str]], int] = {}
+    counts: dict[ShapeKey, int] = {}
     for gpu, cpu, mem, spec in pods:
         n, share = split_gpu(gpu)
         if n == 0:
             continue
         key = (n, share, cpu, mem if memory else 0, frozenset(spec))
         counts[key] = counts.get(key, 0) + 1
-    weights = {k: task_weight(k[0]) * c for k, c in counts.items()}
-    total = sum(weights.values())
-    if total == 0:
-        return []
-    ordered = sorted(weights.items(), key=lambda kv: (-kv[1], sorted(kv[0][4]), kv[0][:4]))
-    return [Shape(w / total, n, s, cpu, mem, pools) for (n, s, cpu, mem, pools), w in ordered]
+    return _weighed(counts.items())
+
+
+def popular_shapes(
+    counts: Iterable[tuple[int, int, int, int]], top: int = TOP_SHAPES
+) -> tuple[Shape, ...]:
+    """The `top` most requested GPU task shapes of (milli-GPU, cpu, memory, tasks) rows, each
+    weighted by its tasks per device (see task_weight), heaviest first. CPU-only rows are left
+    out."""
+    tasks: dict[ShapeKey, int] = {}
+    for gpu, cpu, mem, n in counts:
+        count, share = split_gpu(gpu)
+        if count and n > 0:
+            key: ShapeKey = (count, share, cpu, mem, frozenset())
+            tasks[key] = tasks.get(key, 0) + n
+    return tuple(_weighed(sorted(tasks.items(), key=lambda kv: (-kv[1], kv[0][:4]))[:top]))
 
 
 def task_weight(devices: int) -> float:
@@ -141,22 +153,12 @@ def task_weight(devices: int) -> float:
     return 1.0 / devices
 
 
-def popular_shapes(
-    counts: Iterable[tuple[int, int, int, int]], top: int = TOP_SHAPES
-) -> tuple[Shape, ...]:
-    """The `top` most requested GPU task shapes of (milli-GPU, cpu, memory, tasks) rows, each
-    weighted by its tasks per device (see task_weight), heaviest first. CPU-only rows are left
-    out."""
-    tasks: dict[tuple[int, int, int, int], int] = {}
-    for gpu, cpu, mem, n in counts:
-        count, share = split_gpu(gpu)
-        if count and n > 0:
-            key = (count, share, cpu, mem)
-            tasks[key] = tasks.get(key, 0) + n
-    ranked = sorted(tasks.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
-    weighed = sorted(((task_weight(key[0]) * n, key) for key, n in ranked), reverse=True)
-    total = sum(w for w, _ in weighed)
-    return tuple(Shape(w / total, *key) for w, key in weighed)
+def _weighed(tasks: Iterable[tuple[ShapeKey, int]]) -> list[Shape]:
+    """Shapes of (shape, tasks) pairs, each weighted by its tasks per device, heaviest first."""
+    weights = [(task_weight(key[0]) * n, key) for key, n in tasks]
+    weights.sort(key=lambda wk: (-wk[0], sorted(wk[1][4]), wk[1][:4]))
+    total = sum(w for w, _ in weights)
+    return [Shape(w / total, *key) for w, key in weights]
 
 
 # The target of a cluster with no recent submissions: GPU shapes as on the openb default trace
