@@ -299,10 +299,11 @@ class Cycle:
             reason=f"job {short_name(by.name)} took its place in this cycle"
         )
         if v.name in state.shielded:
-            # v evicted someone to start In Quota, and `by`, of its quota, of higher priority
-            # and In Quota there too, takes that place now: v's victims are by's (taken for
-            # the same place by the same kind: lower priority, borrowed capacity of that
-            # quota, or its children's), and by keeps it.
+            # v evicted someone to start In Quota, and `by`, In Quota there too, outranks it
+            # (of its quota and higher priority, or of an ancestor with child-level
+            # preemption) and takes that place now: v's victims are by's (taken for the same
+            # place by a kind open to by: lower priority in v's quota, borrowed capacity
+            # within v's entitlement, or v's descendants'), and by keeps it.
             state.shielded.discard(v.name)
             self.preempted = [
                 replace(p, by=by.name) if p.by == v.name else p for p in self.preempted

@@ -266,3 +266,33 @@ def test_a_child_pushed_out_of_quota_by_its_parent_is_taken_in_the_same_cycle() 
     ]
     assert not second.admitted and not second.preempted and not second.demoted
     assert dict(second.classification) == dict(first.classification)
+
+
+def test_a_victim_takes_back_in_the_same_cycle_the_place_a_child_reclaimed() -> None:
+    # h takes x's T4 GPUs by priority; c, of the child b, reclaims the borrower on the A100
+    # node; x, retried, fits there In Quota only in c's place and takes it by child-level
+    # preemption in this cycle, with c's victim, rather than in the next one: c never runs
+    # for a cycle only to be evicted, and x is not preempted and admitted cycle after cycle.
+    t4 = nodes(1, pool="t4", prefix="t", cpu=64_000)
+    a100 = nodes(1, pool="a100", prefix="a", cpu=32_000)
+    snap = snapshot(
+        t4 + a100,
+        [
+            quota("R").min(gpu=8, pool="t4").min(gpu=8, pool="a100").child_preemption(),
+            quota("b").parent("R").min(gpu=1, pool="a100"),
+        ],
+        [
+            workload("x").quota("R").gpus(4).cpu(20_000).pools("t4", "a100").priority(1).on("t1"),
+            workload("z").quota("R").gpus(4).pools("t4").priority(9).on("t1"),
+            workload("borrower").quota("R").gpus(4).cpu(24_000).idle("idle_only").on("a1"),
+            workload("h").quota("R").gpus(4).pools("t4").priority(5).submitted(10),
+            workload("c").quota("b").gpus(1).cpu(16_000).submitted(20),
+        ],
+    )
+    first, second = two_cycles(snap)
+    assert {p.workload: (p.by, p.reason) for p in first.preempted} == {
+        "x": ("h", "priority"),
+        "borrower": ("x", "reclaim"),
+    }
+    assert {a.workload: a.placements[0].node for a in first.admitted} == {"h": "t1", "x": "a1"}
+    assert not second.preempted and not second.admitted

@@ -28,7 +28,17 @@ class Attempt:
     """One preemptor trying to start count replicas in one pool."""
 
     # a plain class, not a dataclass: compiled, a dataclass is built through Python code
-    __slots__ = ("state", "w", "pool", "count", "shares", "weights", "below", "entitled")
+    __slots__ = (
+        "state",
+        "w",
+        "pool",
+        "count",
+        "shares",
+        "weights",
+        "below",
+        "outranks",
+        "entitled",
+    )
 
     def __init__(self, state: State, w: Workload, pool: str, count: int) -> None:
         self.state = state
@@ -38,6 +48,9 @@ class Attempt:
         self.shares: Shares = {}
         self.weights: dict[str, float] = {}
         self.below: int | None = None  # victims must have priority strictly below this
+        # whether w outranks every candidate (priority, child-level preemption): a preemptor
+        # started this cycle yields its place to it (see _eligible)
+        self.outranks = False
         # whether w fits In Quota in the pool before any removal, when the caller knows
         self.entitled: bool | None = None
 
@@ -124,6 +137,7 @@ def _eligible(a: Attempt, ordered: Iterable[Entry]) -> Iterator[Entry]:
     shielded = state.shielded
     entries = state.entries
     below = a.below
+    outranks = a.outranks
     for e in ordered:
         w = e.w
         if below is not None and w.priority >= below:
@@ -131,11 +145,12 @@ def _eligible(a: Attempt, ordered: Iterable[Entry]) -> Iterator[Entry]:
         name = w.name
         if entries.get(name) is not e or name == me:
             continue
-        # A preemptor keeps its place for the rest of the cycle, except to a workload of its
-        # quota that outranks it and starts In Quota there (priority): that one would evict
-        # it in the next cycle, and it takes its place and its victims now (see
-        # Cycle._displace); its victims would have been its victims too.
-        if name in shielded and (below is None or not e.in_quota):
+        # A preemptor keeps its place for the rest of the cycle, except to a workload that
+        # outranks it and starts In Quota there (of its quota and higher priority, or of a
+        # parent with child-level preemption): that one would evict it in the next cycle, and
+        # it takes its place and its victims now (see Cycle._displace); its victims would
+        # have been its victims too.
+        if name in shielded and (not outranks or not e.in_quota):
             continue
         yield e
 

@@ -16,6 +16,7 @@ class ChildPreemption:
         """Only for workloads submitted directly to a parent with child preemption on."""
         tree = a.state.tree
         q = a.w.quota
+        a.outranks = True
         return (
             tree.quotas[q].child_preemption and bool(tree.children[q]) and a.w.idle != "idle_only"
         )

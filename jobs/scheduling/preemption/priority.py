@@ -17,6 +17,7 @@ class PriorityPreemption:
         if a.w.idle == "idle_only":
             return False
         below = a.below = a.w.priority
+        a.outranks = True
         floor = a.state.lowest_priority(a.w.quota, a.pool)
         return floor is not None and floor < below
 
