@@ -22,10 +22,11 @@ them to the tie-break.
 Nodes in the same state (pool, free shares per device, CPU, memory) score alike, so the scorer
 groups them by that signature and caches F per state and the best move per (state, request).
 A heap per (pool, request) keeps the states ranked, so a placement looks only at states new
-since the last one. Ties go first to the state that strands less GPU for lack of CPU (for a GPU
-request: the GPU it leaves beyond one GPU per STRAND_CPU cores left), then to the tighter state
-(less GPU, then CPU left), then to the state's signature, and within a state to the first node
-name: the choice depends on the state only.
+since the last one. For a GPU request ties go first to the state that strands less GPU for lack
+of CPU (the GPU it leaves beyond one GPU per STRAND_CPU cores left), then to the tighter state
+(less left over, counting STRAND_CPU cores as one GPU, then less CPU left); for a CPU-only one
+to the tighter state (less GPU, then CPU left). Then to the state's signature, and within a
+state to the first node name: the choice depends on the state only.
 
 This is the live cycle's placement (jobs.scheduling.placement.find_node). An inference replica
 adds one term in front of the score: fewer replicas of the same service on the node first, so
@@ -58,7 +59,9 @@ SHARE_QUANTUM = 20.0
 # free beyond one milli-GPU per this many milli-CPU left (8 cores per GPU). On the openb lists
 # it allocates more on 14 of 18 (up to 0.19 points on the sharing lists); 7 and 8 did best in a
 # sweep of 6 to 10; a CPU-only request is left out: steering it to CPU-rich nodes costs the
-# CPU-heavy lists (cpu250: 0.7 points). See bench/replay_openb.py.
+# CPU-heavy lists (cpu250: 0.7 points). Then it goes where less is left over, the CPU left
+# counted at the same rate (rather than the least GPU left): 14 of 18 lists allocate more, up
+# to 0.27 points. See bench/replay_openb.py.
 STRAND_CPU = 8
 _MEMO_KEPT = 200_000  # node states remembered per table of F (tables outlive cycles)
 _RANKINGS_KEPT = 4096  # rankings (pool, request) kept per scorer
@@ -384,8 +387,9 @@ class FragmentationScorer:
 
     Increases of F are compared exactly, or in whole multiples of `quantum` milli-GPU when it is
     positive (`share_quantum` for a share of one GPU). Ties go to the node that strands less GPU
-    for lack of CPU (GPU requests only), then to the tighter node (less free GPU left, then less
-    CPU left), then to the state signature, then to the node name. Call
+    for lack of CPU, then to the one with less left over (CPU counted as GPU at STRAND_CPU
+    cores per GPU; a CPU-only request: less free GPU), then less CPU left, then to the state
+    signature, then to the node name. Call
     `update(node)` after changing a node's free resources, or `sync(nodes)` to take another set
     of nodes as the cluster: what the scorer ranked stays valid, since it depends on node states
     only.
@@ -527,8 +531,10 @@ class FragmentationScorer:
         mv = self._evaluate(pool, st.sig, req)
         if mv is None:
             return None
-        strand = _stranded(mv[2], mv[3]) if req[0] > 0 else 0
-        key = _key(mv[0], strand, mv[2], mv[3])
+        if req[0] > 0:
+            key = _key(mv[0], _stranded(mv[2], mv[3]), _leftover(mv[2], mv[3]), mv[3])
+        else:
+            key = _key(mv[0], 0, mv[2], mv[3])
         return ((key << _ORDER_BITS) + st.order, st.sig, slot, mv[1])
 
     @staticmethod
@@ -678,14 +684,20 @@ def _stranded(gpu_left: int, cpu_left: int) -> int:
     return max(0, gpu_left - cpu_left // STRAND_CPU)
 
 
-def _key(step: int, strand: int, gpu_left: int, cpu_left: int) -> int:
-    """A move's rank as one integer, ordered as (step, GPU stranded, GPU left, CPU left): a
-    heap compares one number instead of walking tuples."""
+def _leftover(gpu_left: int, cpu_left: int) -> int:
+    """What a node keeps free, in milli-GPU: its GPU left plus its CPU left at STRAND_CPU
+    milli-CPU per milli-GPU."""
+    return gpu_left + cpu_left // STRAND_CPU
+
+
+def _key(step: int, strand: int, left: int, cpu_left: int) -> int:
+    """A move's rank as one integer, ordered as (step, GPU stranded, what is left, CPU left):
+    a heap compares one number instead of walking tuples."""
     ranked = (step << 20) + min(strand, _GPU_CAP)
-    return (((ranked << 20) + min(gpu_left, _GPU_CAP)) << 24) + min(cpu_left, _CPU_CAP)
+    return (((ranked << 20) + min(left, _GPU_CAP)) << 24) + min(cpu_left, _CPU_CAP)
 
 
-_GPU_CAP = (1 << 20) - 1  # milli-GPU left on a node, far above any node's
+_GPU_CAP = (1 << 20) - 1  # milli-GPU (CPU counted in) left on a node, far above any node's
 _CPU_CAP = (1 << 24) - 1
 
 

@@ -159,6 +159,17 @@ def test_among_equal_steps_a_gpu_goes_where_less_gpu_is_stranded_for_lack_of_cpu
     assert scorer.choose((MILLI, 4000, 10), ("T4",)) == ("a", (0,))
 
 
+def test_among_equal_strands_a_gpu_goes_where_less_is_left_over_cpu_counted_as_gpu() -> None:
+    # one GPU with 4 cores: F grows by 0 on both nodes and neither strands GPU. a would keep
+    # 1 GPU and 60 cores (8.5 GPUs' worth at 8 cores per GPU), b 2 GPUs and 20 cores (4.5): b
+    # is the tighter node, though it keeps more GPU
+    state = state_of(Node("a", "T4", 2, 64_000, 1000), Node("b", "T4", 3, 24_000, 1000))
+    scorer = FragmentationScorer(state.nodes.values(), [Shape(1.0, 1, MILLI, 0, 0)])
+    assert scorer.choose((MILLI, 4000, 10), ("T4",)) == ("b", (0,))
+    # a share alike (F grows by the same 500 on both)
+    assert scorer.choose((500, 4000, 10), ("T4",)) == ("b", (0,))
+
+
 def test_a_cpu_only_task_is_not_steered_by_stranding() -> None:
     # no GPU shape needs CPU, so F grows by 0 on both; 2 cores on a leave its free GPU short of
     # CPU, but a CPU-only task still takes the tighter node: sent to CPU-rich nodes it would
