@@ -60,7 +60,7 @@ SHARE_QUANTUM = 20.0
 # it allocates more on 14 of 18 (up to 0.19 points on the sharing lists); 7 and 8 did best in a
 # sweep of 6 to 10; a CPU-only request is left out: steering it to CPU-rich nodes costs the
 # CPU-heavy lists (cpu250: 0.7 points). Then it goes where less is left over, the CPU left
-# counted at the same rate (rather than the least GPU left): 14 of 18 lists allocate more, up
+# counted at the same rate (rather than the least GPU left): 15 of 18 lists allocate more, up
 # to 0.27 points. See bench/replay_openb.py.
 STRAND_CPU = 8
 _MEMO_KEPT = 200_000  # node states remembered per table of F (tables outlive cycles)
