@@ -531,10 +531,7 @@ class FragmentationScorer:
         mv = self._evaluate(pool, st.sig, req)
         if mv is None:
             return None
-        if req[0] > 0:
-            key = _key(mv[0], _stranded(mv[2], mv[3]), _leftover(mv[2], mv[3]), mv[3])
-        else:
-            key = _key(mv[0], 0, mv[2], mv[3])
+        key = _gpu_key(mv[0], mv[2], mv[3]) if req[0] > 0 else _key(mv[0], 0, mv[2], mv[3])
         return ((key << _ORDER_BITS) + st.order, st.sig, slot, mv[1])
 
     @staticmethod
@@ -679,15 +676,12 @@ class FragmentationScorer:
         return ns.name, _devices(ns.dev, n, share, best[1][3])
 
 
-def _stranded(gpu_left: int, cpu_left: int) -> int:
-    """Milli-GPU a node keeps free beyond what its CPU left can serve at STRAND_CPU per GPU."""
-    return max(0, gpu_left - cpu_left // STRAND_CPU)
-
-
-def _leftover(gpu_left: int, cpu_left: int) -> int:
-    """What a node keeps free, in milli-GPU: its GPU left plus its CPU left at STRAND_CPU
-    milli-CPU per milli-GPU."""
-    return gpu_left + cpu_left // STRAND_CPU
+def _gpu_key(step: int, gpu_left: int, cpu_left: int) -> int:
+    """The rank of a GPU request's move: after the step, the milli-GPU the node keeps beyond
+    what its CPU left serves at STRAND_CPU per GPU (stranded), then what it keeps in all, its
+    CPU left counted at that rate, then its CPU left."""
+    served = cpu_left // STRAND_CPU
+    return _key(step, max(0, gpu_left - served), gpu_left + served, cpu_left)
 
 
 def _key(step: int, strand: int, left: int, cpu_left: int) -> int:

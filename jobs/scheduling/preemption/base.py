@@ -48,8 +48,8 @@ class Attempt:
         self.shares: Shares = {}
         self.weights: dict[str, float] = {}
         self.below: int | None = None  # victims must have priority strictly below this
-        # whether w outranks every candidate (priority, child-level preemption): a preemptor
-        # started this cycle yields its place to it (see _eligible)
+        # whether the kind's preemptor outranks every candidate: a preemptor started this
+        # cycle yields its place to it (see _eligible); set by search from the kind
         self.outranks = False
         # whether w fits In Quota in the pool before any removal, when the caller knows
         self.entitled: bool | None = None
@@ -59,6 +59,9 @@ class PreemptionKind(Protocol):
     """A kind of preemption: who may be evicted, and when the preemptor may then run."""
 
     reason: str
+    # whether its preemptor outranks every candidate (by priority in their quota, or as their
+    # parent's own workload), so that one started this cycle yields its place to it
+    outranks: bool
 
     def applies(self, a: Attempt) -> bool:
         """Cheap test: could this kind help at all."""
@@ -245,7 +248,7 @@ def window(kind: PreemptionKind, a: Attempt) -> Window:
     g = a.w.request.gpu
     whole = g >= MILLI  # all that fill reads of the request
     groups = tuple(kind.candidates(a))
-    key = (a.pool, groups, a.below, me if me in state.entries else None, whole)
+    key = (a.pool, groups, a.below, a.outranks, me if me in state.entries else None, whole)
     got = state.windows.get(key)
     if got is not None and not got.added:
         return got
@@ -279,6 +282,7 @@ def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry],
     state = a.state
     if not kind.applies(a):
         return None
+    a.outranks = kind.outranks
     w = a.w
     need = w.request.gpu * a.count
     pool_free = state.capacity[a.pool][0] - state.pool_used[a.pool][0]

@@ -11,12 +11,12 @@ class ChildPreemption:
     """With child_preemption on, a workload submitted to the parent outranks its children."""
 
     reason = "child_preemption"
+    outranks = True
 
     def applies(self, a: Attempt) -> bool:
         """Only for workloads submitted directly to a parent with child preemption on."""
         tree = a.state.tree
         q = a.w.quota
-        a.outranks = True
         return (
             tree.quotas[q].child_preemption and bool(tree.children[q]) and a.w.idle != "idle_only"
         )

@@ -11,6 +11,7 @@ class FairShareReclaim:
     """A borrower below its fair share takes borrowed capacity from a quota above its share."""
 
     reason = "fair_share"
+    outranks = False
 
     def _borrowed(self, a: Attempt, quota: str) -> int:
         return a.state.borrowed.get((quota, a.pool), 0)

@@ -11,13 +11,13 @@ class PriorityPreemption:
     """Lower-priority training of the same quota makes room."""
 
     reason = "priority"
+    outranks = True
 
     def applies(self, a: Attempt) -> bool:
         """Some running job of the quota has strictly lower priority; idle_only never preempts."""
         if a.w.idle == "idle_only":
             return False
         below = a.below = a.w.priority
-        a.outranks = True
         floor = a.state.lowest_priority(a.w.quota, a.pool)
         return floor is not None and floor < below
 

@@ -11,6 +11,7 @@ class Reclaim:
     """Borrowed capacity goes back to a quota that is entitled to it."""
 
     reason = "reclaim"
+    outranks = False
 
     def applies(self, a: Attempt) -> bool:
         """Only a preemptor that would run In Quota may reclaim."""
