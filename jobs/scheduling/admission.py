@@ -49,13 +49,40 @@ def outside(state: State, w: Workload, pool: str) -> int:
     return e.pool_counts.get(pool, 0) if e is not None and not e.in_quota else 0
 
 
-def entitlement_gap(
-    state: State, w: Workload, pool: str, count: int
-) -> tuple[str, int, int] | None:
-    """None when w fits In Quota; else (binding quota, free GPU, min GPU) for the message."""
+# why a workload cannot run In Quota: the binding quota, its free and its min GPU, and the pool
+Gap = tuple[str, int, int, str]
+
+
+def entitlement_gap(state: State, w: Workload, pool: str, count: int) -> Gap | None:
+    """None when w fits In Quota with count more replicas in the pool; else the first gap.
+
+    The label is the whole workload's: the replicas it runs Not in Quota in its other pools
+    must fit In Quota there too, or the new ones would start In Quota only to lose the label
+    (and whoever was evicted for them would have been evicted for a borrower).
+    """
     if w.idle == "idle_only":
-        return (w.quota, 0, 0)
-    add = demand(w, count + outside(state, w, pool))
+        return (w.quota, 0, 0, pool)
+    gap = _pool_gap(state, w, pool, count + outside(state, w, pool))
+    return gap if gap is not None else _elsewhere_gap(state, w, pool)
+
+
+def _elsewhere_gap(state: State, w: Workload, pool: str) -> Gap | None:
+    """For a workload running Not in Quota, the gap of its first other pool whose replicas
+    would not fit In Quota there (no eviction in this pool can make it In Quota)."""
+    e = state.entries.get(w.name)
+    if e is None or e.in_quota:
+        return None
+    for other, held in e.pool_counts.items():
+        if other != pool:
+            gap = _pool_gap(state, w, other, held)
+            if gap is not None:
+                return gap
+    return None
+
+
+def _pool_gap(state: State, w: Workload, pool: str, count: int) -> Gap | None:
+    """None when count replicas of w fit In Quota in the pool along its chain."""
+    add = demand(w, count)
     tree = state.tree
     skip = behind(state, w, pool)
     for a in tree.chain[w.quota]:
@@ -64,7 +91,7 @@ def entitlement_gap(
         used = state.used(state.inq, a, pool)
         ahead = (used[0] - skip[0], used[1] - skip[1], used[2] - skip[2])
         if not within(ahead, add, limit, True):
-            return (a, max(0, limit[0] - ahead[0]), limit[0])
+            return (a, max(0, limit[0] - ahead[0]), limit[0], pool)
     return None
 
 
@@ -226,18 +253,17 @@ def describe_pool_block(state: State, w: Workload) -> str:
     return f"{quota_label(first)} may not use pool {' or '.join(shut)}; it {where}"
 
 
-def describe_quota_block(
-    state: State, w: Workload, pool: str, count: int, gap: tuple[str, int, int]
-) -> str:
-    """Why In Quota is not possible, as a sentence fragment."""
-    quota, free, minimum = gap
-    held = outside(state, w, pool)
-    need = demand(w, count + held)[0]
+def describe_quota_block(state: State, w: Workload, pool: str, count: int, gap: Gap) -> str:
+    """Why In Quota is not possible, as a sentence fragment (in the pool the gap names: one of
+    w's other pools when its replicas there would not fit)."""
+    quota, free, minimum, pool_at = gap
+    held = outside(state, w, pool_at)
+    need = demand(w, (count if pool_at == pool else 0) + held)[0]
     if w.idle == "idle_only":
         return "the job runs on idle capacity only (Only Idle Resources)"
     more = " with its replicas running Not in Quota" if held else ""
     return (
-        f"{quota_label(quota)} has {fmt_gpu(free)} of {gpus(minimum)} free in pool {pool} "
+        f"{quota_label(quota)} has {fmt_gpu(free)} of {gpus(minimum)} free in pool {pool_at} "
         f"(the job needs {gpus(need)}{more})"
     )
 
@@ -247,7 +273,8 @@ def quota_deficit(state: State, w: Workload, pool: str, count: int, borrow: bool
     need = demand(w, count)[0]
     held = demand(w, outside(state, w, pool))[0]  # must fit In Quota too (see outside)
     best = 1 << 62
-    if w.idle != "idle_only":
+    # In Quota, unless it never runs there or its replicas in another pool keep it out
+    if w.idle != "idle_only" and _elsewhere_gap(state, w, pool) is None:
         tree = state.tree
         skip = behind(state, w, pool)[0]
         ent = 0

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Final
 
 from .admission import (
+    Gap,
     Shares,
     demand,
     describe_max_block,
@@ -304,24 +305,40 @@ class Cycle:
             # preemption) and takes that place now: v's victims are by's (taken for the same
             # place by a kind open to by: lower priority in v's quota, borrowed capacity
             # within v's entitlement, or v's descendants'), and by keeps it.
-            state.shielded.discard(v.name)
-            self.preempted = [
-                replace(p, by=by.name) if p.by == v.name else p for p in self.preempted
-            ]
-            state.shield(by.name)
+            self._hand_over(v.name, by.name)
 
-    def withdraw_out_of_quota(self) -> bool:
+    def _hand_over(self, name: str, by: str) -> None:
+        """The victims of a preemptor whose In-Quota room `by` took become by's, and by keeps
+        its place for the rest of the cycle."""
+        state = self.state
+        state.shielded.discard(name)
+        self.preempted = [replace(p, by=by) if p.by == name else p for p in self.preempted]
+        state.shield(by)
+
+    def withdraw_out_of_quota(self, demoted: Sequence[Demotion]) -> bool:
         """Withdraw this cycle's admissions that may only run In Quota and were labelled Not
         in Quota since (a workload ranking ahead took the room); they wait and are retried.
 
         Such a job (idle none, a service, a notebook) must never start borrowed. One that
-        evicted someone keeps its place: its victims must not have been evicted for nothing.
+        evicted someone keeps its place, unless a parent's own admission of this cycle took
+        its room (child-level preemption, `demoted`): that one takes its victims, as when it
+        takes its place (see _displace), and it waits. Its victims must never have been
+        evicted for a workload that runs Not in Quota.
         """
         state = self.state
+        taken = {d.workload: d.by for d in demoted if d.by in self.new}
         out = False
         for name in list(self.new):
             e = state.entries.get(name)
-            if e is None or e.in_quota or may_borrow(e.w) or name in state.shielded:
+            if e is None or e.in_quota:
+                continue
+            if name in state.shielded:
+                by = taken.get(name)
+                by_entry = state.entries.get(by) if by is not None else None
+                if by_entry is None or not by_entry.in_quota:
+                    continue
+                self._hand_over(name, by_entry.w.name)
+            elif may_borrow(e.w):
                 continue
             state.drop_new_replicas(e.w, len(e.placements) - len(self.new.pop(name)))
             state.fresh.discard(name)
@@ -333,9 +350,7 @@ class Cycle:
             out = True
         return out
 
-    def _quota_reason(
-        self, w: Workload, pool: str, count: int, gap: tuple[str, int, int] | None
-    ) -> str:
+    def _quota_reason(self, w: Workload, pool: str, count: int, gap: Gap | None) -> str:
         """A sentence for a workload the quotas keep out of a pool, from the state as it is
         now: the min that keeps it from running In Quota (gap), and what keeps it from
         borrowing (a max, named with its numbers, or the idle capacity left)."""
@@ -461,7 +476,7 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
         demoted.extend(more)
         if relabelled:
             cycle.epoch += 1  # new labels: searches that failed may succeed now
-            if cycle.withdraw_out_of_quota():
+            if cycle.withdraw_out_of_quota(more):
                 demoted.extend(settle(state)[0])
         if (
             not cycle.evicted

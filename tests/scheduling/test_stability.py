@@ -296,3 +296,77 @@ def test_a_victim_takes_back_in_the_same_cycle_the_place_a_child_reclaimed() -> 
     }
     assert {a.workload: a.placements[0].node for a in first.admitted} == {"h": "t1", "x": "a1"}
     assert not second.preempted and not second.admitted
+
+
+def test_a_service_not_in_quota_in_one_pool_evicts_no_one_to_scale_up_in_another() -> None:
+    # svc runs one replica on the T4 node, where R has no min: Not in Quota. Its second
+    # replica would fit R's A100 min, but the label is the whole service's and the T4 replica
+    # never fits In Quota: evicting the borrower on the A100 node would make room for a
+    # service that still runs Not in Quota (the borrower was evicted for a borrower).
+    snap = snapshot(
+        nodes(1, gpus=2, pool="t4", prefix="t") + nodes(1, gpus=2, pool="a100", prefix="a"),
+        [quota("R").min(gpu=2, pool="a100")],
+        [
+            workload("svc")
+            .quota("R")
+            .inference()
+            .replicas(2)
+            .gpus(1)
+            .pools("a100", "t4")
+            .on("t1")
+            .labelled(False),
+            workload("borrower").quota("R").gpus(2).pools("a100").idle("idle_only").on("a1"),
+        ],
+    )
+    first, second = two_cycles(snap)
+    assert not first.preempted and not first.admitted
+    assert [(p.workload, p.reason) for p in first.pending] == [
+        (
+            "svc",
+            "1 of 2 replicas is waiting: Quota R has 0 of 0 GPUs free in pool t4 (the job needs "
+            "1 GPU with its replicas running Not in Quota), and inference services never borrow "
+            "idle capacity",
+        )
+    ]
+    assert not second.preempted and not second.admitted
+
+
+def test_a_child_whose_room_a_retried_parent_job_takes_waits_and_hands_it_its_victim() -> None:
+    # h takes x's T4 GPUs by priority; c, of the child b, reclaims the borrower on a1 (s1
+    # lacks the CPU for it); x, retried, starts on s1 In Quota in R's room that c held: c,
+    # which never borrows, must not run Not in Quota, and the borrower must not have been
+    # evicted for a job that does. x takes c's victim and c waits, as in the next cycle.
+    t4 = nodes(1, pool="t4", prefix="t", cpu=64_000)
+    a100 = nodes(1, pool="a100", prefix="a", cpu=32_000)
+    small = nodes(1, gpus=4, pool="a100", prefix="s", cpu=8_000)
+    snap = snapshot(
+        t4 + a100 + small,
+        [
+            quota("R").min(gpu=8, pool="t4").min(gpu=4, pool="a100").child_preemption(),
+            quota("b").parent("R").min(gpu=4, pool="a100"),
+        ],
+        [
+            workload("x").quota("R").gpus(4).cpu(4_000).pools("t4", "a100").priority(1).on("t1"),
+            workload("z").quota("R").gpus(4).pools("t4").priority(9).on("t1"),
+            workload("borrower")
+            .quota("R")
+            .gpus(8)
+            .cpu(8_000)
+            .pools("a100")
+            .idle("idle_only")
+            .on("a1"),
+            workload("h").quota("R").gpus(4).pools("t4").priority(5).submitted(10),
+            workload("c").quota("b").gpus(4).cpu(16_000).pools("a100").submitted(20),
+        ],
+    )
+    first, second = two_cycles(snap)
+    assert {p.workload: (p.by, p.reason) for p in first.preempted} == {
+        "x": ("h", "priority"),
+        "borrower": ("x", "reclaim"),
+    }
+    assert {a.workload: (a.in_quota, a.placements[0].node) for a in first.admitted} == {
+        "h": (True, "t1"),
+        "x": (True, "s1"),
+    }
+    assert "c" not in first.classification and not first.demoted
+    assert not second.preempted and not second.admitted and not second.demoted
