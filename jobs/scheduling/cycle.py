@@ -316,8 +316,8 @@ class Cycle:
         state.shield(by)
 
     def withdraw_out_of_quota(self, demoted: Sequence[Demotion]) -> bool:
-        """Withdraw this cycle's admissions that may only run In Quota and were labelled Not
-        in Quota since (a workload ranking ahead took the room); they wait and are retried.
+        """Withdraw this cycle's admissions labelled Not in Quota since (a workload ranking
+        ahead took the room) that may not run so; they wait and are retried.
 
         Such a job (idle none, a service, a notebook) must never start borrowed. One that
         evicted someone keeps its place, unless a parent's own admission of this cycle took
