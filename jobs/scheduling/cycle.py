@@ -326,18 +326,18 @@ class Cycle:
         evicted for a workload that runs Not in Quota.
         """
         state = self.state
-        taken = {d.workload: d.by for d in demoted if d.by in self.new}
+        taken = {d.workload: d.by for d in demoted}
         out = False
         for name in list(self.new):
             e = state.entries.get(name)
             if e is None or e.in_quota:
                 continue
             if name in state.shielded:
-                by = taken.get(name)
-                by_entry = state.entries.get(by) if by is not None else None
-                if by_entry is None or not by_entry.in_quota:
-                    continue
-                self._hand_over(name, by_entry.w.name)
+                by = taken.get(name, "")
+                holder = state.entries.get(by)
+                if holder is None or not holder.in_quota:
+                    continue  # no job In Quota took its room (the walk names one it admitted)
+                self._hand_over(name, by)
             elif may_borrow(e.w):
                 continue
             state.drop_new_replicas(e.w, len(e.placements) - len(self.new.pop(name)))
