@@ -21,12 +21,13 @@ them to the tie-break.
 
 Nodes in the same state (pool, free shares per device, CPU, memory) score alike, so the scorer
 groups them by that signature and caches F per state and the best move per (state, request).
-A heap per (pool, request) keeps the states ranked, so a placement looks only at states new
-since the last one. For a GPU request ties go first to the state that strands less GPU for lack
-of CPU (the GPU it leaves beyond one GPU per STRAND_CPU cores left), then to the tighter state
-(less left over, counting STRAND_CPU cores as one GPU, then less CPU left); for a CPU-only one
-to the tighter state (less GPU, then CPU left). Then to the state's signature, and within a
-state to the first node name: the choice depends on the state only.
+A sorted list per (pool, request) keeps the states ranked, best last, so a placement looks
+only at states new since the last one and a state gone from the end leaves it at no cost.
+For a GPU request ties go first to the state that strands less GPU for lack of CPU (the GPU it
+leaves beyond one GPU per STRAND_CPU cores left), then to the tighter state (less left over,
+counting STRAND_CPU cores as one GPU, then less CPU left); for a CPU-only one to the tighter
+state (less GPU, then CPU left). Then to the state's signature, and within a state to the
+first node name: the choice depends on the state only.
 
 This is the live cycle's placement (jobs.scheduling.placement.find_node). An inference replica
 adds one term in front of the score: fewer replicas of the same service on the node first, so
@@ -35,13 +36,13 @@ its replicas spread over nodes for availability.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
 import threading
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     # a node's working state; typed as the class itself, not a protocol, so that the compiled
@@ -66,7 +67,7 @@ STRAND_CPU = 8
 _MEMO_KEPT = 200_000  # node states remembered per table of F (tables outlive cycles)
 _RANKINGS_KEPT = 4096  # rankings (pool, request) kept per scorer
 _SLOTS_KEPT = 50_000  # states a ranking remembers before it starts over
-_SLACK = 1024  # stale states tolerated before a pool's record or a heap is rebuilt
+_SLACK = 1024  # stale states tolerated before a pool's record or a ranking is rebuilt
 _STATES_KEPT = 500_000  # states a shared scorer records before it is started afresh
 TOP_SHAPES = 32  # shapes a learned target keeps: the rest are rare, and each costs scoring time
 
@@ -82,11 +83,6 @@ HANDS_ANY = HANDS_SHARES | HANDS_WHOLE
 # a state's best move for a request: (increase of F in steps, free share of the device taken or
 # -1, GPU left, CPU left)
 Move = tuple[int, int, int, int]
-# a ranked state: (_key of its move followed by the state's order, signature, the ranking's
-# _Slot of the state, free share taken); the order, and where it ties the signature, breaks
-# ties, so the choice depends on the states only. Typed as a plain tuple: compiled code
-# then reads one field of a heap entry without unpacking them all.
-Ranked = tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,25 +320,38 @@ class _State:
     which hashes by address, and read whether it is live from it: no nested tuple is hashed
     and no number boxed at each lookup."""
 
-    __slots__ = ("sig", "klass", "order", "members")
+    __slots__ = ("sig", "klass", "order", "exact", "serial", "members", "slots")
 
-    def __init__(self, sig: Sig) -> None:
+    def __init__(self, sig: Sig, serial: int) -> None:
         self.sig = sig
         self.klass = _klass(sig)
         self.order = _order(sig)
+        # whether the order tells this state apart from every other (see _order)
+        self.exact = _exact(sig)
+        self.serial = serial  # tells apart the entries of states whose order ties
         self.members: dict[str, NodeState] = {}
+        # the slot each ranking keeps of it, by the ranking's number: kept with the state, as
+        # a ranking looks up mostly states just born, whose record is at hand
+        self.slots: dict[int, _Slot] = {}
 
 
 class _Filed:
     """Where the scorer filed a node (pool and state) and its devices' free shares in device
     order, so a sync tells an unchanged node without building its signature."""
 
-    __slots__ = ("pool", "state", "dev")
+    __slots__ = ("pool", "state", "dev", "synced")
 
-    def __init__(self, ns: NodeState, state: _State) -> None:
+    def __init__(self, ns: NodeState, state: _State, synced: int) -> None:
         self.pool = ns.pool
         self.state = state
         self.dev = list(ns.dev)
+        self.synced = synced  # the last sync that found the node
+
+    def move(self, ns: NodeState, state: _State) -> None:
+        """Record the node in another state."""
+        self.pool = ns.pool
+        self.state = state
+        self.dev[:] = ns.dev
 
     def holds(self, ns: NodeState, hands_bits: int) -> bool:
         """Whether ns is in the state filed here."""
@@ -357,29 +366,39 @@ class _Filed:
 
 
 class _Slot:
-    """What a ranking knows of one state: the state, its heap entry (None when the request does
-    not fit it) and whether the heap holds that entry now. The entry holds the slot, so an
-    entry leaving the heap marks it without a lookup."""
+    """What a ranking knows of one state: the state, its entry (None when the request does
+    not fit it), the free share of the device the request takes there (-1: whole devices) and
+    whether the ranking holds the entry now."""
 
-    __slots__ = ("state", "entry", "inside")
+    __slots__ = ("state", "entry", "share", "inside")
 
     def __init__(self, state: _State) -> None:
         self.state = state
-        self.entry: Ranked | None = None
+        self.entry: int | None = None
+        self.share = -1
         self.inside = False
 
 
 class _Ranking:
-    """The states of one pool ranked for one request: a heap, stale entries left in place
-    until they reach the top (or the heap outgrows the live states and is rebuilt)."""
+    """The states of one pool ranked for one request: their entries in ascending order, the
+    best last, and at the same positions their slots (a list, not a map: no entry is hashed).
+    Entries of gone states stay where they are until they reach the end (or the list outgrows
+    the live states and is rebuilt)."""
 
-    __slots__ = ("heap", "lowest", "seen", "slots")
+    __slots__ = ("number", "ranked", "held", "lowest", "seen", "states")
 
-    def __init__(self, lowest: int) -> None:
-        self.heap: list[Ranked] = []
+    def __init__(self, number: int, lowest: int) -> None:
+        self.number = number  # its key in a state's slots
+        self.ranked: list[int] = []
+        self.held: list[_Slot] = []  # the slot of each entry
         self.lowest = lowest  # the first class of states the request can fit (see _klass)
         self.seen: list[int] = []  # per class, how many of the pool's born states it has seen
-        self.slots: dict[_State, _Slot] = {}  # per state looked at
+        self.states: list[_State] = []  # the states it keeps a slot of
+
+    def drop(self) -> None:
+        """Take its slots off the states, when the scorer lets it go."""
+        for st in self.states:
+            del st.slots[self.number]
 
 
 class FragmentationScorer:
@@ -421,27 +440,38 @@ class FragmentationScorer:
         self.born: dict[str, list[list[_State]]] = {}
         self.tables: dict[str, _Table] = {}
         self.rankings: dict[tuple[str, Req], _Ranking] = {}
+        self.made = 0  # states recorded so far (each one's serial)
+        self.numbered = 0  # rankings made so far (each one's number)
         self.owner = 0  # which working state last synced it (see shared_scorer)
+        self.syncs = 0  # syncs so far
         self.sync(nodes)
 
     def sync(self, nodes: Iterable[NodeState]) -> None:
         """Take these nodes as the cluster: re-file the ones whose state is new to the scorer,
         drop the ones gone, and keep every ranking and move computed so far."""
-        present: set[str] = set()
+        self.syncs += 1
+        found = 0
         for ns in nodes:
             if not ns.schedulable:
                 continue
             name = ns.name
-            present.add(name)
+            found += 1
             at = self.where.get(name)
-            if at is not None and at.holds(ns, hands(ns.shares, ns.whole)):
-                at.state.members[name] = ns  # the same state in a new working copy
-                continue
             if at is not None:
-                self._unfile(name)
-            self._file(ns, self._state(ns.pool, _signature(ns)))
-        for name in [n for n in self.where if n not in present]:
-            self._unfile(name)
+                at.synced = self.syncs
+                if at.holds(ns, hands(ns.shares, ns.whole)):
+                    at.state.members[name] = ns  # the same state in a new working copy
+                    continue
+                self._leave(name, at)
+                st = self._state(ns.pool, _signature(ns))
+                at.move(ns, st)
+            else:
+                st = self._state(ns.pool, _signature(ns))
+                self.where[name] = _Filed(ns, st, self.syncs)
+            self._join(ns, st)
+        if found < len(self.where):
+            for name in [n for n, at in self.where.items() if at.synced != self.syncs]:
+                self._leave(name, self.where.pop(name))
 
     def _state(self, pool: str, sig: Sig) -> _State:
         known = self.states.get(pool)
@@ -449,14 +479,16 @@ class FragmentationScorer:
             known = self.states[pool] = {}
         st = known.get(sig)
         if st is None:
-            st = known[sig] = _State(sig)
+            st = known[sig] = _State(sig, self.made)
+            self.made += 1
         return st
 
     def state_count(self) -> int:
         """States seen, over all pools."""
         return sum(len(known) for known in self.states.values())
 
-    def _file(self, ns: NodeState, st: _State) -> None:
+    def _join(self, ns: NodeState, st: _State) -> None:
+        """Put a node into a state, which comes alive if no node was in it."""
         pool = ns.pool
         live = self.live.get(pool)
         if live is None:
@@ -474,7 +506,6 @@ class FragmentationScorer:
             if len(lists[k]) >= 4 * len(live) + _SLACK:
                 self._restart(pool)
         members[ns.name] = ns
-        self.where[ns.name] = _Filed(ns, st)
 
     def _restart(self, pool: str) -> None:
         """Most states the pool has seen are gone: start its record over from the live ones,
@@ -488,8 +519,8 @@ class FragmentationScorer:
             if p == pool:
                 rank.seen = [0] * len(lists)
 
-    def _unfile(self, name: str) -> None:
-        at = self.where.pop(name)
+    def _leave(self, name: str, at: _Filed) -> None:
+        """Take a node out of the state it is filed in, which is gone if no node is left."""
         members = at.state.members
         del members[name]
         if not members:
@@ -503,36 +534,46 @@ class FragmentationScorer:
         st = self._state(ns.pool, _signature(ns))
         if st is at.state:
             return
-        self._unfile(ns.name)
-        self._file(ns, st)
+        self._leave(ns.name, at)
+        at.move(ns, st)
+        self._join(ns, st)
 
     def _look(self, pool: str, req: Req, rank: _Ranking, fresh: list[_State], start: int) -> None:
         """Rank the states fresh[start:] that are live and not ranked yet."""
-        heap = rank.heap
-        slots = rank.slots
+        ranked = rank.ranked
+        number = rank.number
         for i in range(start, len(fresh)):
             st = fresh[i]
             # most states born since the last look are gone again (trial placements)
             if not st.members:
                 continue
-            slot = slots.get(st)
+            slot = st.slots.get(number)
             if slot is None:
-                slot = slots[st] = _Slot(st)
-                slot.entry = self._entry(pool, slot, req)
+                slot = st.slots[number] = _Slot(st)
+                rank.states.append(st)
+                self._enter(pool, slot, req)
             elif slot.inside:
                 continue
-            if slot.entry is not None:
-                heapq.heappush(heap, slot.entry)
+            entry = slot.entry
+            if entry is not None:
+                at = bisect_right(ranked, entry)
+                ranked.insert(at, entry)
+                rank.held.insert(at, slot)
                 slot.inside = True
 
-    def _entry(self, pool: str, slot: _Slot, req: Req) -> Ranked | None:
-        """The heap entry of a slot's state for req, None when req does not fit it."""
+    def _enter(self, pool: str, slot: _Slot, req: Req) -> None:
+        """Set a new slot's entry and share; the entry stays None when req does not fit.
+
+        The entry is one integer, lower for a worse move: minus the move's _key, then the
+        state's order, then its serial (which only states with equal orders need). Compared
+        as integers, entries sort without walking tuples, and the best is last."""
         st = slot.state
         mv = self._evaluate(pool, st.sig, req)
         if mv is None:
-            return None
+            return
         key = _gpu_key(mv[0], mv[2], mv[3]) if req[0] > 0 else _key(mv[0], 0, mv[2], mv[3])
-        return ((key << _ORDER_BITS) + st.order, st.sig, slot, mv[1])
+        slot.entry = -((((key << _ORDER_BITS) + st.order) << _SERIAL_BITS) + st.serial)
+        slot.share = mv[1]
 
     @staticmethod
     def _step(delta: float, quantum: float) -> int:
@@ -580,17 +621,21 @@ class FragmentationScorer:
         return best
 
     def _ranked(self, pool: str, req: Req) -> _Ranking:
-        """The pool's heap of states ranked for req, caught up with the states new since."""
+        """The pool's states ranked for req, caught up with the states new since."""
         live = self.live[pool]
         lists = self.born[pool]
         key = (pool, req)
         rank = self.rankings.get(key)
-        if rank is not None and len(rank.slots) >= _SLOTS_KEPT:
-            rank = None  # a long-lived ranking stays bounded: start it over
+        if rank is not None and len(rank.states) >= _SLOTS_KEPT:
+            rank.drop()  # a long-lived ranking stays bounded: start it over
+            rank = None
         if rank is None:
             if len(self.rankings) >= _RANKINGS_KEPT:
+                for old in self.rankings.values():
+                    old.drop()
                 self.rankings.clear()
-            rank = self.rankings[key] = _Ranking(_lowest(req[0]))
+            self.numbered += 1
+            rank = self.rankings[key] = _Ranking(self.numbered, _lowest(req[0]))
             rank.seen = [len(born) for born in lists]
             self._look(pool, req, rank, list(live), 0)
         else:
@@ -603,40 +648,67 @@ class FragmentationScorer:
                     start = seen[k]
                     seen[k] = len(born)
                     self._look(pool, req, rank, born, start)
-        heap = rank.heap
-        if len(heap) > 2 * len(live) + _SLACK:
+        ranked = rank.ranked
+        held = rank.held
+        if len(ranked) > 2 * len(live) + _SLACK:
             # mostly stale: keep the live states only
-            for r in heap:
-                if _gone(r):
-                    _left(r)
-            heap[:] = [r for r in heap if not _gone(r)]
-            heapq.heapify(heap)
-        # states that no node is in any more leave from the top
-        while heap and _gone(heap[0]):
-            _left(heapq.heappop(heap))
+            kept: list[int] = []
+            kept_slots: list[_Slot] = []
+            for i, slot in enumerate(held):
+                if slot.state.members:
+                    kept.append(ranked[i])
+                    kept_slots.append(slot)
+                else:
+                    slot.inside = False
+            ranked[:] = kept
+            held[:] = kept_slots
+        # states that no node is in any more leave from the end
+        while held:
+            slot = held[-1]
+            if slot.state.members:
+                break
+            slot.inside = False
+            held.pop()
+            ranked.pop()
         return rank
 
-    def _spread(self, rank: _Ranking, owner: str) -> tuple[int, Ranked, NodeState] | None:
+    def _best(self, rank: _Ranking) -> _Slot:
+        """The best live slot of a caught-up, non-empty ranking: the last, unless states
+        beyond what the order encodes tie with it (then the least signature)."""
+        ranked = rank.ranked
+        best = rank.held[-1]
+        if best.state.exact:
+            return best
+        head = _head(ranked[-1])
+        for i in range(len(ranked) - 2, -1, -1):
+            if _head(ranked[i]) != head:
+                break
+            slot = rank.held[i]
+            if slot.state.members and slot.state.sig < best.state.sig:
+                best = slot
+        return best
+
+    def _spread(self, rank: _Ranking, owner: str) -> tuple[int, _Slot, NodeState] | None:
         """The best state with a node free of owner's replicas (or the fewest of them)."""
-        heap = rank.heap
-        popped: list[Ranked] = []
-        best: tuple[int, Ranked, NodeState] | None = None
-        while heap:
-            top = heapq.heappop(heap)
-            slot: _Slot = top[2]
+        ranked = rank.ranked
+        best: tuple[int, _Slot, NodeState] | None = None
+        for i in range(len(ranked) - 1, -1, -1):
+            slot = rank.held[i]
             members = slot.state.members
             if not members:
-                slot.inside = False
                 continue
-            popped.append(top)
+            if best is not None:
+                tied = _head(ranked[i]) == _head(_entry_of(best[1]))
+                if best[0] == 0 and not tied:
+                    break  # nothing further down beats a state free of its replicas
             ns = min(members.values(), key=lambda n: (n.residents.get(owner, 0), n.name))
             mine = ns.residents.get(owner, 0)
-            if best is None or mine < best[0]:
-                best = (mine, top, ns)
-            if mine == 0:
-                break
-        for top in popped:
-            heapq.heappush(heap, top)
+            if (
+                best is None
+                or mine < best[0]
+                or (mine == best[0] and tied and slot.state.sig < best[1].state.sig)
+            ):
+                best = (mine, slot, ns)
         return best
 
     def choose(
@@ -647,33 +719,26 @@ class FragmentationScorer:
         With spread_owner (an inference service), nodes with fewer of its replicas come first.
         """
         n, share = split_gpu(req[0])
-        best: tuple[int, Ranked, NodeState] | None = None
+        best: tuple[int, _Slot, NodeState] | None = None
         for pool in pools:
             if pool not in self.live:
                 continue
             rank = self._ranked(pool, req)
-            if not rank.heap:
+            if not rank.ranked:
                 continue
             if spread_owner is not None:
                 found = self._spread(rank, spread_owner)
                 if found is None:
                     continue
             else:
-                top = rank.heap[0]
-                found = (0, top, _first_named(top[2].state))
-            # pools compare by replicas of the service, move and signature, then node name (a
-            # signature may be live in two pools, each with its own _State)
-            if best is None or (found[0], found[1][0], found[1][1], found[2].name) < (
-                best[0],
-                best[1][0],
-                best[1][1],
-                best[2].name,
-            ):
+                top = self._best(rank)
+                found = (0, top, _first_named(top.state))
+            if best is None or _pool_key(found) < _pool_key(best):
                 best = found
         if best is None:
             return None
         ns = best[2]
-        return ns.name, _devices(ns.dev, n, share, best[1][3])
+        return ns.name, _devices(ns.dev, n, share, best[1].share)
 
 
 def _gpu_key(step: int, gpu_left: int, cpu_left: int) -> int:
@@ -686,7 +751,7 @@ def _gpu_key(step: int, gpu_left: int, cpu_left: int) -> int:
 
 def _key(step: int, strand: int, left: int, cpu_left: int) -> int:
     """A move's rank as one integer, ordered as (step, GPU stranded, what is left, CPU left):
-    a heap compares one number instead of walking tuples."""
+    rankings compare one number instead of walking tuples."""
     ranked = (step << 20) + min(strand, _GPU_CAP)
     return (((ranked << 20) + min(left, _GPU_CAP)) << 24) + min(cpu_left, _CPU_CAP)
 
@@ -697,8 +762,8 @@ _CPU_CAP = (1 << 24) - 1
 
 def _order(sig: Sig) -> int:
     """An integer that orders states as their signatures do, or ties where it cannot tell them
-    apart (then the signature decides): a heap of mostly equal moves compares integers instead
-    of walking nested tuples."""
+    apart (then the signature decides): a ranking of mostly equal moves compares integers
+    instead of walking nested tuples."""
     dev, cpu, mem, hands_bits = sig
     # a device's free share plus one, and 0 past the last device, so that a prefix sorts first
     values = [dev[i] + 1 if i < len(dev) else 0 for i in range(_DIGITS)]
@@ -728,16 +793,35 @@ _FIELD_BITS = (10,) * _DIGITS + (24, 32, 2)
 _ORDER_BITS = sum(_FIELD_BITS)
 
 
-def _left(r: Ranked) -> None:
-    """Mark a heap entry's slot as out of the heap."""
-    slot: _Slot = r[2]
-    slot.inside = False
+_SERIAL_BITS = 32  # bits of a state's serial in an entry (a scorer records far fewer)
 
 
-def _gone(r: Ranked) -> bool:
-    """Whether no node is in the state of a heap entry any more."""
-    slot: _Slot = r[2]
-    return not slot.state.members
+def _exact(sig: Sig) -> bool:
+    """Whether a state's order is its alone: its devices and values all within what the order
+    encodes exactly (a value at its field's cap could stand for one beyond it)."""
+    return (
+        len(sig[0]) <= _DIGITS
+        and 0 <= sig[1] < (1 << _FIELD_BITS[_DIGITS]) - 1
+        and 0 <= sig[2] < (1 << _FIELD_BITS[_DIGITS + 1]) - 1
+    )
+
+
+def _head(entry: int) -> int:
+    """An entry without its serial: equal for states whose moves and orders tie."""
+    return (-entry) >> _SERIAL_BITS
+
+
+def _entry_of(slot: _Slot) -> int:
+    """The entry of a slot that has one."""
+    assert slot.entry is not None, "a ranked slot has an entry"
+    return slot.entry
+
+
+def _pool_key(found: tuple[int, _Slot, NodeState]) -> tuple[int, int, Sig, str]:
+    """How the best states of two pools compare: replicas of the service, move and order, then
+    signature (a signature may be live in two pools, each with its own _State), then node."""
+    mine, slot, ns = found
+    return (mine, _head(_entry_of(slot)), slot.state.sig, ns.name)
 
 
 def _first_named(st: _State) -> NodeState:

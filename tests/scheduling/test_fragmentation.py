@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -396,7 +397,7 @@ def test_the_rank_key_orders_as_its_parts() -> None:
 
 
 def test_a_states_order_sorts_as_its_signature() -> None:
-    # a heap compares a move's integer, its state's order included, before the signature: the
+    # a ranking compares a move's integer, its state's order included, before the signature: the
     # order must never contradict the signature (ties are allowed: the signature decides them),
     # with devices beyond those it encodes and values beyond its caps
     rng = random.Random(5)
@@ -416,3 +417,33 @@ def test_a_states_order_sorts_as_its_signature() -> None:
     inside = [s for s in ordered if len(s[0]) <= 16 and s[1] < 1 << 24 and s[2] < 1 << 32]
     assert len(inside) > 100
     assert len({_order(s) for s in inside}) == len(inside)
+
+
+def test_a_node_cordoned_or_gone_in_the_next_state_is_never_chosen() -> None:
+    # a carried scorer syncs to each working state: a node no longer schedulable, or no longer
+    # there, leaves its state, and comes back when a later state has it again
+    a, b = Node("a", "T4", 1, 8000, 1000), Node("b", "T4", 2, 8000, 1000)
+    first = State(Snapshot(0, (a, b), (), (), "tree"))
+    assert first.scorer().choose((1000, 0, 0), ("T4",)) == ("a", (0,))
+    cordoned = State(Snapshot(0, (replace(a, schedulable=False), b), (), (), "tree"))
+    assert cordoned.scorer().choose((1000, 0, 0), ("T4",)) == ("b", (0,))
+    gone = State(Snapshot(0, (b,), (), (), "tree"))
+    assert gone.scorer().choose((1000, 0, 0), ("T4",)) == ("b", (0,))
+    back = State(Snapshot(0, (a, b), (), (), "tree"))
+    assert back.scorer().choose((1000, 0, 0), ("T4",)) == ("a", (0,))
+
+
+def test_states_beyond_what_the_order_encodes_are_told_apart_by_signature() -> None:
+    # 20 devices, 16 of them taken: an order encodes a state's 16 fullest devices, so the orders of
+    # a and b tie, and so do their moves for a quarter GPU (each ends with 750 milli-GPU on
+    # partly free devices and 2750 free); the signature decides, as it does for smaller
+    # nodes: b's (..., 250, 750, ...) sorts before a's (..., 500, 500, ...), though the scorer
+    # saw a's state first
+    state = state_of(Node("a", "X", 20, 8000, 1000), Node("b", "X", 20, 8000, 1000))
+    for name, taken in (("a", (500, 500)), ("b", (750, 250))):
+        ns = state.nodes[name]
+        state._take(ns, (16 * MILLI, 0, 0), tuple(range(16)), "pod")
+        for i, gpu in enumerate(taken):
+            state._take(ns, (gpu, 0, 0), (16 + i,), "pod")
+    scorer = FragmentationScorer(state.nodes.values(), (Shape(1.0, 1, MILLI, 0, 0),), 0.0, 0.0)
+    assert scorer.choose((250, 0, 0), ("X",)) == ("b", (16,))
