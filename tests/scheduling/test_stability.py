@@ -331,19 +331,26 @@ def test_a_service_not_in_quota_in_one_pool_evicts_no_one_to_scale_up_in_another
     assert not second.preempted and not second.admitted
 
 
-def test_a_child_whose_room_a_retried_parent_job_takes_waits_and_hands_it_its_victim() -> None:
+@pytest.mark.parametrize("b_is_a_parent", [False, True], ids=["two_levels", "three_levels"])
+def test_a_child_whose_room_a_retried_parent_job_takes_waits_and_hands_it_its_victim(
+    b_is_a_parent: bool,
+) -> None:
     # h takes x's T4 GPUs by priority; c, of the child b, reclaims the borrower on a1 (s1
     # lacks the CPU for it); x, retried, starts on s1 In Quota in R's room that c held: c,
     # which never borrows, must not run Not in Quota, and the borrower must not have been
     # evicted for a job that does. x takes c's victim and c waits, as in the next cycle.
+    # With three levels b is a parent too (child-level preemption over b.leaf), and c is its
+    # own admission: R's row is still x's doing, not c's.
     t4 = nodes(1, pool="t4", prefix="t", cpu=64_000)
     a100 = nodes(1, pool="a100", prefix="a", cpu=32_000)
     small = nodes(1, gpus=4, pool="a100", prefix="s", cpu=8_000)
+    below = [quota("b.leaf").parent("b")] if b_is_a_parent else []
     snap = snapshot(
         t4 + a100 + small,
         [
             quota("R").min(gpu=8, pool="t4").min(gpu=4, pool="a100").child_preemption(),
-            quota("b").parent("R").min(gpu=4, pool="a100"),
+            quota("b").parent("R").min(gpu=4, pool="a100").child_preemption(b_is_a_parent),
+            *below,
         ],
         [
             workload("x").quota("R").gpus(4).cpu(4_000).pools("t4", "a100").priority(1).on("t1"),
