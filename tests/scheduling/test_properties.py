@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import heapq
+import random
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Protocol, TypeVar
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,84 +20,141 @@ from jobs.scheduling.types import MILLI, Node, Placement, Quota, Resources, Snap
 
 POOLS = ("a100", "t4")
 GPU_CHOICES = (0, 250, 500, 600, 1000, 2000, 4000, 8000)
+T = TypeVar("T")
+
+
+class Draws(Protocol):
+    """Where a generated cluster's choices come from: hypothesis (which shrinks a failing
+    example) or a seeded random.Random (cheap: thousands of plain examples)."""
+
+    def integers(self, lo: int, hi: int) -> int: ...
+    def choice(self, options: Sequence[T]) -> T: ...
+    def coin(self) -> bool: ...
+    def some(self, options: Sequence[T], most: int) -> list[T]:
+        """From 1 to `most` distinct options."""
+        ...
+
+
+class _Hypothesis:
+    """Draws through hypothesis strategies."""
+
+    def __init__(self, draw: st.DrawFn) -> None:
+        self.draw = draw
+
+    def integers(self, lo: int, hi: int) -> int:
+        return self.draw(st.integers(lo, hi))
+
+    def choice(self, options: Sequence[T]) -> T:
+        return self.draw(st.sampled_from(options))
+
+    def coin(self) -> bool:
+        return self.draw(st.booleans())
+
+    def some(self, options: Sequence[T], most: int) -> list[T]:
+        return self.draw(st.lists(st.sampled_from(options), min_size=1, max_size=most, unique=True))
+
+
+class _Random:
+    """Draws from a seeded random.Random."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def integers(self, lo: int, hi: int) -> int:
+        return self.rng.randint(lo, hi)
+
+    def choice(self, options: Sequence[T]) -> T:
+        return self.rng.choice(options)
+
+    def coin(self) -> bool:
+        return self.rng.random() < 0.5
+
+    def some(self, options: Sequence[T], most: int) -> list[T]:
+        return self.rng.sample(list(options), self.rng.randint(1, most))
 
 
 @st.composite
 def clusters(draw: st.DrawFn) -> Snapshot:
+    """A random valid tree and pending set, drawn by hypothesis (see cluster)."""
+    return cluster(_Hypothesis(draw))
+
+
+def random_cluster(seed: int) -> Snapshot:
+    """The cluster of a seed, drawn plainly at random (see cluster)."""
+    return cluster(_Random(seed))
+
+
+def cluster(d: Draws) -> Snapshot:
     """A random valid tree and pending set; a first cycle starts some of them."""
-    node_count = draw(st.integers(1, 6))
+    node_count = d.integers(1, 6)
     nodes = tuple(
         Node(
             f"n{i}",
-            draw(st.sampled_from(POOLS)),
-            draw(st.sampled_from((1, 2, 4, 8))),
-            draw(st.sampled_from((8000, 32000))),
+            d.choice(POOLS),
+            d.choice((1, 2, 4, 8)),
+            d.choice((8000, 32000)),
             65536,
         )
         for i in range(node_count)
     )
     caps = {p: sum(n.gpus for n in nodes if n.pool == p) * MILLI for p in POOLS}
     quotas: list[Quota] = []
-    root_min = {p: draw(st.integers(0, caps[p] // 1000)) * 1000 for p in POOLS}
+    root_min = {p: d.integers(0, caps[p] // 1000) * 1000 for p in POOLS}
     quotas.append(
         Quota(
             "root",
             None,
             {p: Resources(g) for p, g in root_min.items()},
-            child_preemption=draw(st.booleans()),
+            child_preemption=d.coin(),
         )
     )
-    left = dict(root_min)
-    for i in range(draw(st.integers(0, 3))):
-        parent = draw(st.sampled_from([q.name for q in quotas]))
+    for i in range(d.integers(0, 3)):
+        parent = d.choice([q.name for q in quotas])
         pmin = next(q for q in quotas if q.name == parent).min
         kids = [q for q in quotas if q.parent == parent]
         mins = {}
         for p in POOLS:
             room = pmin.get(p, Resources()).gpu - sum(k.min.get(p, Resources()).gpu for k in kids)
-            mins[p] = Resources(draw(st.integers(0, max(0, room) // 1000)) * 1000)
+            mins[p] = Resources(d.integers(0, max(0, room) // 1000) * 1000)
         qmax = None
-        if draw(st.booleans()):
-            qmax = {p: Resources(mins[p].gpu + draw(st.integers(0, 4)) * 1000) for p in POOLS}
+        if d.coin():
+            qmax = {p: Resources(mins[p].gpu + d.integers(0, 4) * 1000) for p in POOLS}
         quotas.append(
             Quota(
                 f"q{i}",
                 parent,
                 mins,
                 qmax,
-                draw(st.booleans()),
-                draw(st.booleans()),
-                draw(st.sampled_from((None, 1.0, 3.0))),
-                draw(st.sampled_from(("priority", "fifo"))),
+                d.coin(),
+                d.coin(),
+                d.choice((None, 1.0, 3.0)),
+                d.choice(("priority", "fifo")),
             )
         )
-    del left
     workloads = []
-    for i in range(draw(st.integers(0, 14))):
-        kind = draw(st.sampled_from(("training", "training", "inference", "interactive")))
-        gpu = draw(st.sampled_from(GPU_CHOICES))
+    for i in range(d.integers(0, 14)):
+        kind = d.choice(("training", "training", "inference", "interactive"))
+        gpu = d.choice(GPU_CHOICES)
         workloads.append(
             Workload(
                 name=f"w{i}",
-                quota=draw(st.sampled_from([q.name for q in quotas])),
+                quota=d.choice([q.name for q in quotas]),
                 kind=kind,
-                replicas=draw(st.integers(1, 3)),
-                request=Resources(gpu, draw(st.sampled_from((0, 1000, 4000))), 1024),
-                pools=tuple(
-                    draw(st.lists(st.sampled_from(POOLS), min_size=1, max_size=2, unique=True))
-                ),
-                priority=draw(st.integers(1, 9)),
-                idle=draw(st.sampled_from(("none", "acceptable", "idle_only"))),
+                replicas=d.integers(1, 3),
+                request=Resources(gpu, d.choice((0, 1000, 4000)), 1024),
+                pools=tuple(d.some(POOLS, 2)),
+                priority=d.integers(1, 9),
+                idle=d.choice(("none", "acceptable", "idle_only")),
                 submitted_at=float(i),
                 last_checkpoint_at=None,
             )
         )
-    scope = draw(st.sampled_from(("tree", "pool")))
+    scope = d.choice(("tree", "pool"))
     first = Snapshot(100, nodes, tuple(quotas), tuple(workloads), scope)
     result = run_cycle(first)
     placed = {a.workload: a.placements for a in result.admitted}
     # the labels the first cycle gave, as the database keeps them, or unknown (inferred)
-    labelled = draw(st.booleans())
+    labelled = d.coin()
     second = []
     for w in workloads:
         if w.name in placed:
@@ -107,22 +167,22 @@ def clusters(draw: st.DrawFn) -> Snapshot:
                     in_quota=result.classification[w.name] if labelled else None,
                 )
             )
-    for i in range(draw(st.integers(1, 8))):
-        gpu = draw(st.sampled_from(GPU_CHOICES))
+    for i in range(d.integers(1, 8)):
+        gpu = d.choice(GPU_CHOICES)
         second.append(
             Workload(
                 name=f"p{i}",
-                quota=draw(st.sampled_from([q.name for q in quotas])),
-                kind=draw(st.sampled_from(("training", "inference", "interactive"))),
-                replicas=draw(st.integers(1, 3)),
+                quota=d.choice([q.name for q in quotas]),
+                kind=d.choice(("training", "inference", "interactive")),
+                replicas=d.integers(1, 3),
                 request=Resources(gpu, 1000, 1024),
-                pools=(draw(st.sampled_from(POOLS)),),
-                priority=draw(st.integers(1, 9)),
-                idle=draw(st.sampled_from(("none", "acceptable", "idle_only"))),
+                pools=(d.choice(POOLS),),
+                priority=d.integers(1, 9),
+                idle=d.choice(("none", "acceptable", "idle_only")),
                 submitted_at=200.0 + i,
             )
         )
-    if draw(st.booleans()):  # scaled down since: some running work drops Not in Quota
+    if d.coin():  # scaled down since: some running work drops Not in Quota
         quotas = [
             replace(q, min={p: Resources(r.gpu // 2000 * 1000) for p, r in q.min.items()})
             for q in quotas

@@ -11,7 +11,7 @@ from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.types import CycleResult, Snapshot
 
 from .builders import QuotaBuilder, WorkloadBuilder, nodes, quota, snapshot, workload
-from .test_properties import clusters
+from .test_properties import clusters, random_cluster
 from .test_scenarios import pushed_out_then_reclaimed
 
 
@@ -57,18 +57,16 @@ def two_cycles(snap: Snapshot) -> tuple[CycleResult, CycleResult]:
 STABLE = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@STABLE
-@given(clusters())
-def test_a_second_cycle_never_evicts_what_the_first_admitted(snap: Snapshot) -> None:
+def no_admission_is_evicted_next_cycle(snap: Snapshot) -> None:
+    """A second cycle never evicts what the first admitted."""
     first, second = two_cycles(snap)
     admitted = {a.workload for a in first.admitted}
     victims = {p.workload for p in second.preempted}
     assert not (victims & admitted), (first, second)
 
 
-@STABLE
-@given(clusters())
-def test_no_workload_is_preempted_in_two_consecutive_cycles(snap: Snapshot) -> None:
+def no_one_is_preempted_twice_running(snap: Snapshot) -> None:
+    """A victim is not readmitted in the next cycle, nor preempted in two cycles running."""
     first, second = two_cycles(snap)
     evicted = {p.workload for p in first.preempted}
     assert not (evicted & {a.workload for a in second.admitted}), (first, second)
@@ -77,9 +75,8 @@ def test_no_workload_is_preempted_in_two_consecutive_cycles(snap: Snapshot) -> N
     assert not again, (second, third)
 
 
-@STABLE
-@given(clusters())
-def test_labels_given_at_admission_hold_in_the_next_cycle(snap: Snapshot) -> None:
+def labels_hold_next_cycle(snap: Snapshot) -> None:
+    """The labels given at admission hold in the next cycle."""
     first, second = two_cycles(snap)
     victims = {p.workload for p in second.preempted}
     for a in first.admitted:
@@ -88,9 +85,8 @@ def test_labels_given_at_admission_hold_in_the_next_cycle(snap: Snapshot) -> Non
         assert second.classification[a.workload] == a.in_quota, a.workload
 
 
-@STABLE
-@given(clusters())
-def test_only_fair_share_reclaim_makes_room_for_a_borrower(snap: Snapshot) -> None:
+def only_fair_share_makes_room_for_a_borrower(snap: Snapshot) -> None:
+    """Only fair-share reclaim evicts for a borrower, and only a borrower reclaims so."""
     result = run_cycle(snap)
     labels = {a.workload: a.in_quota for a in result.admitted}
     idle = {w.name: w.idle for w in snap.workloads}
@@ -104,6 +100,59 @@ def test_only_fair_share_reclaim_makes_room_for_a_borrower(snap: Snapshot) -> No
             assert p.reason in ("fair_share", "min", "child_preemption"), p
         else:
             assert p.reason != "fair_share", p
+
+
+PROPERTIES = (
+    no_admission_is_evicted_next_cycle,
+    no_one_is_preempted_twice_running,
+    labels_hold_next_cycle,
+    only_fair_share_makes_room_for_a_borrower,
+)
+
+
+@STABLE
+@given(clusters())
+def test_a_second_cycle_never_evicts_what_the_first_admitted(snap: Snapshot) -> None:
+    no_admission_is_evicted_next_cycle(snap)
+
+
+@STABLE
+@given(clusters())
+def test_no_workload_is_preempted_in_two_consecutive_cycles(snap: Snapshot) -> None:
+    no_one_is_preempted_twice_running(snap)
+
+
+@STABLE
+@given(clusters())
+def test_labels_given_at_admission_hold_in_the_next_cycle(snap: Snapshot) -> None:
+    labels_hold_next_cycle(snap)
+
+
+@STABLE
+@given(clusters())
+def test_only_fair_share_reclaim_makes_room_for_a_borrower(snap: Snapshot) -> None:
+    only_fair_share_makes_room_for_a_borrower(snap)
+
+
+# Hypothesis' examples are few (300 per property, the same every run) and miss defects that
+# show once in thousands of clusters: the same generator drawn plainly at random covers
+# thousands cheaply. The pinned seeds, beyond the plain range, each made a borrower's
+# preemptor end its cycle Not in Quota on the code before ff5736b (8 of its first 150,000
+# seeds; none fails since).
+PINNED_SEEDS = (14407, 43071, 57439, 61531, 76806, 84751, 94881, 144523)
+PLAIN_SEEDS = 2000  # per block
+
+
+@pytest.mark.parametrize("block", range(2))
+def test_the_stability_properties_hold_on_plain_random_clusters(block: int) -> None:
+    seeds = range(block * PLAIN_SEEDS, (block + 1) * PLAIN_SEEDS)
+    for seed in (*seeds, *(PINNED_SEEDS if block == 0 else ())):
+        snap = random_cluster(seed)
+        for check in PROPERTIES:
+            try:
+                check(snap)
+            except AssertionError as failed:
+                raise AssertionError(f"seed {seed}: {check.__doc__}") from failed
 
 
 def tree(b_min: float = 8, c_min: float = 8) -> list[QuotaBuilder]:
