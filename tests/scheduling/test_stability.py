@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pytest
@@ -110,28 +111,11 @@ PROPERTIES = (
 )
 
 
+@pytest.mark.parametrize("check", PROPERTIES, ids=[c.__name__ for c in PROPERTIES])
 @STABLE
-@given(clusters())
-def test_a_second_cycle_never_evicts_what_the_first_admitted(snap: Snapshot) -> None:
-    no_admission_is_evicted_next_cycle(snap)
-
-
-@STABLE
-@given(clusters())
-def test_no_workload_is_preempted_in_two_consecutive_cycles(snap: Snapshot) -> None:
-    no_one_is_preempted_twice_running(snap)
-
-
-@STABLE
-@given(clusters())
-def test_labels_given_at_admission_hold_in_the_next_cycle(snap: Snapshot) -> None:
-    labels_hold_next_cycle(snap)
-
-
-@STABLE
-@given(clusters())
-def test_only_fair_share_reclaim_makes_room_for_a_borrower(snap: Snapshot) -> None:
-    only_fair_share_makes_room_for_a_borrower(snap)
+@given(snap=clusters())
+def test_the_stability_properties_hold(check: Callable[[Snapshot], None], snap: Snapshot) -> None:
+    check(snap)
 
 
 # Hypothesis' examples are few (300 per property, the same every run) and miss defects that
