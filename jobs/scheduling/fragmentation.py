@@ -316,9 +316,8 @@ def _signature(ns: NodeState) -> Sig:
 
 class _State:
     """One distinct node state the scorer has seen in a pool: its signature, its class (_klass)
-    and the nodes in it now (none: the state is gone). Rankings key on the record itself,
-    which hashes by address, and read whether it is live from it: no nested tuple is hashed
-    and no number boxed at each lookup."""
+    and the nodes in it now (none: the state is gone). Rankings keep their slot of it on the
+    record and read whether it is live from it: no nested tuple is hashed at each lookup."""
 
     __slots__ = ("sig", "klass", "order", "exact", "serial", "members", "slots")
 
@@ -692,15 +691,16 @@ class FragmentationScorer:
         """The best state with a node free of owner's replicas (or the fewest of them)."""
         ranked = rank.ranked
         best: tuple[int, _Slot, NodeState] | None = None
+        head = 0  # the best's entry without its serial, read only when its order may tie
         for i in range(len(ranked) - 1, -1, -1):
             slot = rank.held[i]
             members = slot.state.members
             if not members:
                 continue
-            if best is not None:
-                tied = _head(ranked[i]) == _head(_entry_of(best[1]))
-                if best[0] == 0 and not tied:
-                    break  # nothing further down beats a state free of its replicas
+            # only a state beyond what the order encodes ties with another (see _best)
+            tied = best is not None and not best[1].state.exact and _head(ranked[i]) == head
+            if best is not None and best[0] == 0 and not tied:
+                break  # nothing further down beats a state free of its replicas
             ns = min(members.values(), key=lambda n: (n.residents.get(owner, 0), n.name))
             mine = ns.residents.get(owner, 0)
             if (
@@ -709,6 +709,8 @@ class FragmentationScorer:
                 or (mine == best[0] and tied and slot.state.sig < best[1].state.sig)
             ):
                 best = (mine, slot, ns)
+                if not slot.state.exact:
+                    head = _head(ranked[i])
         return best
 
     def choose(

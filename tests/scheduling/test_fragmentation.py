@@ -12,6 +12,7 @@ import pytest
 from jobs.scheduling.fragmentation import (
     FragmentationScorer,
     Shape,
+    _exact,
     _key,
     _order,
     _Table,
@@ -417,6 +418,13 @@ def test_a_states_order_sorts_as_its_signature() -> None:
     inside = [s for s in ordered if len(s[0]) <= 16 and s[1] < 1 << 24 and s[2] < 1 << 32]
     assert len(inside) > 100
     assert len({_order(s) for s in inside}) == len(inside)
+    # a state the scorer takes as exact shares its order with no other state at all
+    exact = [s for s in ordered if _exact(s)]
+    assert len(exact) > 100
+    orders = {_order(s): 0 for s in ordered}
+    for s in ordered:
+        orders[_order(s)] += 1
+    assert all(orders[_order(s)] == 1 for s in exact)
 
 
 def test_a_node_cordoned_or_gone_in_the_next_state_is_never_chosen() -> None:
@@ -447,3 +455,5 @@ def test_states_beyond_what_the_order_encodes_are_told_apart_by_signature() -> N
             state._take(ns, (gpu, 0, 0), (16 + i,), "pod")
     scorer = FragmentationScorer(state.nodes.values(), (Shape(1.0, 1, MILLI, 0, 0),), 0.0, 0.0)
     assert scorer.choose((250, 0, 0), ("X",)) == ("b", (16,))
+    # a service's replica, on nodes free of its replicas, breaks the tie the same way
+    assert scorer.choose((250, 0, 0), ("X",), "svc") == ("b", (16,))
