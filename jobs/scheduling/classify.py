@@ -270,9 +270,10 @@ def _demote(state: State, child: bool) -> list[Demotion]:
     During the cycle (child=True) only a parent's own admission can push a subtree over its
     min (every other In-Quota admission fits within min), so the walk is the parent's
     subtree: its own workloads first, and the room they took comes out of its children's,
-    never out of a sibling's. Each parent's walk checks its own row, so a demotion names
-    the admission that took the room. At the start of the cycle it is a smaller min: the
-    walk is that of the topmost quota over its min.
+    never out of a sibling's. Each parent's walk checks its own row and the rows its own
+    admissions counted its children's room in (ancestors with no such admission of their
+    own), so a demotion names the admission that took the room. At the start of the cycle it
+    is a smaller min: the walk is that of the topmost quota over its min.
     """
     over = _over(state)
     if not over:
@@ -288,10 +289,15 @@ def _demote(state: State, child: bool) -> list[Demotion]:
                 if tree.quotas[q].child_preemption and tree.children[q]:
                     parents.add(q)
         for p in sorted(parents, key=lambda q: (-tree.depth[q], q)):
-            # its own row only: an ancestor's row over its min is the ancestor's admission's
-            # doing, and the ancestor's walk (later: deeper parents go first) demotes for it
-            if p in over:
-                out.extend(_walk(state, p, [p], "child_preemption"))
+            # its own row, and the rows of the ancestors that admitted nothing of their own
+            # by child-level preemption: only a parent's own admission below can have pushed
+            # those over (it counted its children's In-Quota usage as room there too, see
+            # admission.behind). An ancestor's row over its min by the ancestor's own
+            # admission is left to the ancestor's walk (later: deeper parents go first),
+            # which demotes for it.
+            rows = [a for a in tree.chain[p] if a in over and (a == p or a not in parents)]
+            if rows:
+                out.extend(_walk(state, p, rows, "child_preemption"))
                 over = _over(state)
                 if not over:
                     return out
