@@ -483,8 +483,8 @@ class FragmentationScorer:
         return st
 
     def state_count(self) -> int:
-        """States seen, over all pools."""
-        return sum(len(known) for known in self.states.values())
+        """States seen, over all pools (none is ever forgotten, so the serials count them)."""
+        return self.made
 
     def _join(self, ns: NodeState, st: _State) -> None:
         """Put a node into a state, which comes alive if no node was in it."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -421,9 +422,7 @@ def test_a_states_order_sorts_as_its_signature() -> None:
     # a state the scorer takes as exact shares its order with no other state at all
     exact = [s for s in ordered if _exact(s)]
     assert len(exact) > 100
-    orders = {_order(s): 0 for s in ordered}
-    for s in ordered:
-        orders[_order(s)] += 1
+    orders = Counter(_order(s) for s in ordered)
     assert all(orders[_order(s)] == 1 for s in exact)
 
 
