@@ -48,7 +48,11 @@ from .types import (
     Workload,
 )
 
-MAX_ROUNDS: Final = 4  # admission rounds per cycle; later rounds only retry victims and displaced
+# Admission rounds per cycle, a bound on the retries below (later rounds only retry victims,
+# displaced admissions and, after a label changed, what still waits). A round's relabels can
+# set off another in a deep tree: one in 300,000 random trees of four to seven quotas needed
+# five rounds, and with four left a victim to take its place back in the next cycle.
+MAX_ROUNDS: Final = 8
 # The stages of an admission attempt. IN_QUOTA: In Quota, reclaiming borrowed capacity if
 # need be, and for a workload that may not borrow, evicting by child-level or priority
 # preemption too. BORROW: idle capacity, with fair-share reclaim among borrowers. EVICT: In

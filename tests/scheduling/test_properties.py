@@ -79,13 +79,14 @@ def clusters(draw: st.DrawFn) -> Snapshot:
     return cluster(_Hypothesis(draw))
 
 
-def random_cluster(seed: int) -> Snapshot:
+def random_cluster(seed: int, below: tuple[int, int] = (0, 3)) -> Snapshot:
     """The cluster of a seed, drawn plainly at random (see cluster)."""
-    return cluster(_Random(seed))
+    return cluster(_Random(seed), below)
 
 
-def cluster(d: Draws) -> Snapshot:
-    """A random valid tree and pending set; a first cycle starts some of them."""
+def cluster(d: Draws, below: tuple[int, int] = (0, 3)) -> Snapshot:
+    """A random valid tree (a root and from below[0] to below[1] quotas under it) and
+    pending set; a first cycle starts some of them."""
     node_count = d.integers(1, 6)
     nodes = tuple(
         Node(
@@ -108,7 +109,7 @@ def cluster(d: Draws) -> Snapshot:
             child_preemption=d.coin(),
         )
     )
-    for i in range(d.integers(0, 3)):
+    for i in range(d.integers(*below)):
         parent = d.choice([q.name for q in quotas])
         pmin = next(q for q in quotas if q.name == parent).min
         kids = [q for q in quotas if q.parent == parent]
