@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from hypothesis import HealthCheck, given, settings
@@ -79,15 +79,29 @@ def clusters(draw: st.DrawFn) -> Snapshot:
     return cluster(_Hypothesis(draw))
 
 
-def random_cluster(seed: int, below: tuple[int, int] = (0, 3)) -> Snapshot:
+@dataclass(frozen=True)
+class Size:
+    """The bounds of a random cluster: quotas under the root (from, to), and at most so many
+    nodes, workloads before the first cycle and arrivals after it."""
+
+    below: tuple[int, int] = (0, 3)
+    nodes: int = 6
+    first: int = 14
+    later: int = 8
+
+
+PLAIN = Size()
+
+
+def random_cluster(seed: int, size: Size = PLAIN) -> Snapshot:
     """The cluster of a seed, drawn plainly at random (see cluster)."""
-    return cluster(_Random(seed), below)
+    return cluster(_Random(seed), size)
 
 
-def cluster(d: Draws, below: tuple[int, int] = (0, 3)) -> Snapshot:
-    """A random valid tree (a root and from below[0] to below[1] quotas under it) and
-    pending set; a first cycle starts some of them."""
-    node_count = d.integers(1, 6)
+def cluster(d: Draws, size: Size = PLAIN) -> Snapshot:
+    """A random valid tree and pending set within `size`; a first cycle starts some of
+    them."""
+    node_count = d.integers(1, size.nodes)
     nodes = tuple(
         Node(
             f"n{i}",
@@ -109,7 +123,7 @@ def cluster(d: Draws, below: tuple[int, int] = (0, 3)) -> Snapshot:
             child_preemption=d.coin(),
         )
     )
-    for i in range(d.integers(*below)):
+    for i in range(d.integers(*size.below)):
         parent = d.choice([q.name for q in quotas])
         pmin = next(q for q in quotas if q.name == parent).min
         kids = [q for q in quotas if q.parent == parent]
@@ -133,7 +147,7 @@ def cluster(d: Draws, below: tuple[int, int] = (0, 3)) -> Snapshot:
             )
         )
     workloads = []
-    for i in range(d.integers(0, 14)):
+    for i in range(d.integers(0, size.first)):
         kind = d.choice(("training", "training", "inference", "interactive"))
         gpu = d.choice(GPU_CHOICES)
         workloads.append(
@@ -168,7 +182,7 @@ def cluster(d: Draws, below: tuple[int, int] = (0, 3)) -> Snapshot:
                     in_quota=result.classification[w.name] if labelled else None,
                 )
             )
-    for i in range(d.integers(1, 8)):
+    for i in range(d.integers(1, size.later)):
         gpu = d.choice(GPU_CHOICES)
         second.append(
             Workload(

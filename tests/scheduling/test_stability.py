@@ -12,7 +12,7 @@ from jobs.scheduling.cycle import run_cycle
 from jobs.scheduling.types import CycleResult, Snapshot
 
 from .builders import QuotaBuilder, WorkloadBuilder, nodes, quota, snapshot, workload
-from .test_properties import clusters, random_cluster
+from .test_properties import PLAIN, Size, clusters, random_cluster
 from .test_scenarios import pushed_out_then_reclaimed
 
 
@@ -128,10 +128,10 @@ PINNED_SEEDS = (14407, 43071, 57439, 61531, 76806, 84751, 94881, 144523, 430012)
 PLAIN_SEEDS = 2000  # per block
 
 
-def hold_on(seeds: Iterable[int], below: tuple[int, int] = (0, 3)) -> None:
+def hold_on(seeds: Iterable[int], size: Size = PLAIN) -> None:
     """Check every property on the plain random cluster of each seed, naming a failing one."""
     for seed in seeds:
-        snap = random_cluster(seed, below)
+        snap = random_cluster(seed, size)
         for check in PROPERTIES:
             try:
                 check(snap)
@@ -149,12 +149,27 @@ def test_the_stability_properties_hold_on_plain_random_clusters(block: int) -> N
 # which the clusters above (at most four quotas) never have. Seed 154881 needed five
 # admission rounds in one cycle: with the four the cycle allowed before, a victim took its
 # place back in the next cycle (1 of 300,000 seeds).
-WIDE = (3, 6)
+WIDE = Size(below=(3, 6))
 WIDE_PINNED = (154881,)
 
 
 def test_the_stability_properties_hold_on_wide_random_trees() -> None:
     hold_on((*range(PLAIN_SEEDS), *WIDE_PINNED), WIDE)
+
+
+# Known defects, not fixed yet: on bigger clusters (up to 10 nodes, 30 workloads, 16 arrivals)
+# 3 of 120,000 seeds fail. Each admits a borrower by fair-share reclaim; that it evicted
+# someone keeps it from being displaced in its cycle, and in the next an In-Quota workload
+# that waited (53947, 119273: by priority; 69694: a victim of the first cycle, by reclaim)
+# evicts it. Strict: a fix makes these pass, and then they must move to the pinned seeds.
+BIG = Size(nodes=10, first=30, later=16)
+BIG_FAILING = (53947, 69694, 119273)
+
+
+@pytest.mark.xfail(strict=True, reason="a fresh fair-share borrower is evicted next cycle")
+@pytest.mark.parametrize("seed", BIG_FAILING)
+def test_a_borrower_admitted_by_fair_share_is_not_evicted_next_cycle(seed: int) -> None:
+    hold_on((seed,), BIG)
 
 
 def tree(b_min: float = 8, c_min: float = 8) -> list[QuotaBuilder]:
