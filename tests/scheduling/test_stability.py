@@ -166,10 +166,12 @@ BIG = Size(nodes=10, first=30, later=16)
 BIG_FAILING = (53947, 69694, 119273, 165852)
 
 
-@pytest.mark.xfail(strict=True, reason="a fresh fair-share borrower is evicted next cycle")
+@pytest.mark.xfail(
+    strict=True, raises=AssertionError, reason="a fresh fair-share borrower is evicted next cycle"
+)
 @pytest.mark.parametrize("seed", BIG_FAILING)
 def test_a_borrower_admitted_by_fair_share_is_not_evicted_next_cycle(seed: int) -> None:
-    hold_on((seed,), BIG)
+    no_admission_is_evicted_next_cycle(random_cluster(seed, BIG))
 
 
 def tree(b_min: float = 8, c_min: float = 8) -> list[QuotaBuilder]:
