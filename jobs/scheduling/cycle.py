@@ -260,7 +260,7 @@ class Cycle:
                         continue
                     # A preemptor that evicted someone keeps its place for the rest of the
                     # cycle: its victims must never have been evicted for nothing.
-                    state.shield(w.name)
+                    state.shield(w.name, v.in_quota)
                     self.evicted.append(v.w)
                     reason, about = victim_reason(kind, v, w)
                     self.preempted.append(
@@ -304,20 +304,23 @@ class Cycle:
             reason=f"job {short_name(by.name)} took its place in this cycle"
         )
         if v.name in state.shielded:
-            # v evicted someone to start In Quota, and `by`, In Quota there too, outranks it
-            # (of its quota and higher priority, or of an ancestor with child-level
-            # preemption) and takes that place now: v's victims are by's (taken for the same
-            # place by a kind open to by: lower priority in v's quota, borrowed capacity
-            # within v's entitlement, or v's descendants'), and by keeps it.
-            self._hand_over(v.name, by.name)
+            # v evicted someone and `by` takes its place now, starting In Quota: v's victims
+            # are by's, taken for the same place by a kind open to by. Either v runs In Quota
+            # and by outranks it (of its quota and higher priority, or of an ancestor with
+            # child-level preemption): lower priority in v's quota, borrowed capacity within
+            # v's entitlement, or v's descendants'. Or v runs Not in Quota, and so did all its
+            # victims: by reclaims them, as it reclaims v (see preemption.base._eligible).
+            self._hand_over(v.name, by)
 
-    def _hand_over(self, name: str, by: str) -> None:
-        """The victims of a preemptor whose In-Quota room `by` took become by's, and by keeps
-        its place for the rest of the cycle."""
+    def _hand_over(self, name: str, by: Workload) -> None:
+        """The victims of a preemptor whose place `by`, In Quota, took become by's, and by
+        keeps its place for the rest of the cycle."""
         state = self.state
         state.shielded.discard(name)
-        self.preempted = [replace(p, by=by) if p.by == name else p for p in self.preempted]
-        state.shield(by)
+        took_in_quota = name in state.took_in_quota
+        state.took_in_quota.discard(name)
+        self.preempted = [replace(p, by=by.name) if p.by == name else p for p in self.preempted]
+        state.shield(by.name, took_in_quota)
 
     def withdraw_out_of_quota(self, demoted: Sequence[Demotion]) -> bool:
         """Withdraw this cycle's admissions labelled Not in Quota since (a workload ranking
@@ -341,7 +344,7 @@ class Cycle:
                 holder = state.entries.get(by)
                 if holder is None or not holder.in_quota:
                     continue  # no job In Quota took its room (the walk names one it admitted)
-                self._hand_over(name, by)
+                self._hand_over(name, holder.w)
             elif may_borrow(e.w):
                 continue
             state.drop_new_replicas(e.w, len(e.placements) - len(self.new.pop(name)))
@@ -535,12 +538,22 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     }
     return CycleResult(
         admitted,
-        tuple(cycle.preempted),
+        tuple(_as_settled(p, entries) for p in cycle.preempted),
         classification,
         tuple(pending),
         stats,
         tuple(lost.values()),
     )
+
+
+def _as_settled(p: Preemption, entries: dict[str, Entry]) -> Preemption:
+    """A preemption as the cycle ends: a borrower's victim of fair-share reclaim was
+    reclaimed by its preemptor's quota if that one ends In Quota (it took the place of the
+    borrower that evicted it, or room came back in its quota in the same cycle)."""
+    if p.reason != "fair_share":
+        return p
+    e = entries[p.by]
+    return replace(p, reason="reclaim", quota=e.w.quota) if e.in_quota else p
 
 
 def _round(cycle: Cycle, todo: list[Workload]) -> None:

@@ -214,9 +214,12 @@ class State:
         self.windows: dict[tuple[object, ...], Window] = {}
         self.window_groups: dict[tuple[str, str, bool], list[Window]] = {}
         # workloads started this cycle; a victim among them is displaced (its admission is
-        # withdrawn and it waits again), unless it already evicted someone (shielded)
+        # withdrawn and it waits again), unless it already evicted someone (shielded): then
+        # only by a preemptor that may take its victims too (see preemption.base._eligible)
         self.fresh: set[str] = set()
         self.shielded: set[str] = set()
+        # the shielded preemptors that evicted a workload running In Quota
+        self.took_in_quota: set[str] = set()
         # each walked quota's In-Quota entries in classification order, as its last walk
         # sorted them (see classify)
         self.walk_order: dict[str, list[Entry]] = {}
@@ -492,9 +495,13 @@ class State:
             self._join_groups(e, ns.pool)
         self.touch(e)
 
-    def shield(self, name: str) -> None:
-        """Keep a preemptor that evicted someone out of every later victim search."""
-        if name not in self.shielded:
+    def shield(self, name: str, took_in_quota: bool) -> None:
+        """Keep a preemptor that evicted someone out of later victim searches, but for
+        preemptors that may take its victims too (see preemption.base._eligible)."""
+        grew = took_in_quota and name not in self.took_in_quota
+        if grew:
+            self.took_in_quota.add(name)
+        if name not in self.shielded or grew:
             self.shielded.add(name)
             e = self.entries.get(name)
             if e is not None:

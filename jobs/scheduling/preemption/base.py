@@ -37,6 +37,7 @@ class Attempt:
         "weights",
         "below",
         "outranks",
+        "in_quota",
         "entitled",
     )
 
@@ -51,6 +52,9 @@ class Attempt:
         # whether the kind's preemptor outranks every candidate: a preemptor started this
         # cycle yields its place to it (see _eligible); set by search from the kind
         self.outranks = False
+        # whether the kind's preemptor runs In Quota: it may take a borrower started this
+        # cycle whose victims all ran Not in Quota (see _eligible); set by search
+        self.in_quota = False
         # whether w fits In Quota in the pool before any removal, when the caller knows
         self.entitled: bool | None = None
 
@@ -62,6 +66,8 @@ class PreemptionKind(Protocol):
     # whether its preemptor outranks every candidate (by priority in their quota, or as their
     # parent's own workload), so that one started this cycle yields its place to it
     outranks: bool
+    # whether its preemptor runs In Quota (every kind but fair-share reclaim, between borrowers)
+    in_quota: bool
 
     def applies(self, a: Attempt) -> bool:
         """Cheap test: could this kind help at all."""
@@ -141,6 +147,8 @@ def _eligible(a: Attempt, ordered: Iterable[Entry]) -> Iterator[Entry]:
     entries = state.entries
     below = a.below
     outranks = a.outranks
+    in_quota = a.in_quota
+    took_in_quota = state.took_in_quota
     for e in ordered:
         w = e.w
         if below is not None and w.priority >= below:
@@ -149,11 +157,14 @@ def _eligible(a: Attempt, ordered: Iterable[Entry]) -> Iterator[Entry]:
         if entries.get(name) is not e or name == me:
             continue
         # A preemptor keeps its place for the rest of the cycle, except to a workload that
-        # outranks it and starts In Quota there (of its quota and higher priority, or of a
-        # parent with child-level preemption): that one would evict it in the next cycle, and
-        # it takes its place and its victims now (see Cycle._displace); its victims would
-        # have been its victims too.
-        if name in shielded and (not outranks or not e.in_quota):
+        # would evict it in the next cycle; that one takes its place and its victims now
+        # (see Cycle._displace), and they would have been its victims too. In Quota, only
+        # one that outranks it and starts In Quota there (of its quota and higher priority,
+        # or of a parent with child-level preemption); Not in Quota, any that starts In Quota,
+        # if it evicted only workloads that ran Not in Quota (it would reclaim them).
+        if name in shielded and not (
+            outranks if e.in_quota else in_quota and name not in took_in_quota
+        ):
             continue
         yield e
 
@@ -248,7 +259,15 @@ def window(kind: PreemptionKind, a: Attempt) -> Window:
     g = a.w.request.gpu
     whole = g >= MILLI  # all that fill reads of the request
     groups = tuple(kind.candidates(a))
-    key = (a.pool, groups, a.below, a.outranks, me if me in state.entries else None, whole)
+    key = (
+        a.pool,
+        groups,
+        a.below,
+        a.outranks,
+        a.in_quota,
+        me if me in state.entries else None,
+        whole,
+    )
     got = state.windows.get(key)
     if got is not None and not got.added:
         return got
@@ -283,6 +302,7 @@ def search(kind: PreemptionKind, a: Attempt) -> tuple[list[Choice], list[Entry],
     if not kind.applies(a):
         return None
     a.outranks = kind.outranks
+    a.in_quota = kind.in_quota
     w = a.w
     need = w.request.gpu * a.count
     pool_free = state.capacity[a.pool][0] - state.pool_used[a.pool][0]

@@ -12,6 +12,7 @@ class ChildPreemption:
 
     reason = "child_preemption"
     outranks = True
+    in_quota = True
 
     def applies(self, a: Attempt) -> bool:
         """Only for workloads submitted directly to a parent with child preemption on."""

@@ -12,6 +12,7 @@ class FairShareReclaim:
 
     reason = "fair_share"
     outranks = False
+    in_quota = False
 
     def _borrowed(self, a: Attempt, quota: str) -> int:
         return a.state.borrowed.get((quota, a.pool), 0)

@@ -12,6 +12,7 @@ class PriorityPreemption:
 
     reason = "priority"
     outranks = True
+    in_quota = True
 
     def applies(self, a: Attempt) -> bool:
         """Some running job of the quota has strictly lower priority; idle_only never preempts."""

@@ -12,6 +12,7 @@ class Reclaim:
 
     reason = "reclaim"
     outranks = False
+    in_quota = True
 
     def applies(self, a: Attempt) -> bool:
         """Only a preemptor that would run In Quota may reclaim."""
