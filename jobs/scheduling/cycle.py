@@ -112,6 +112,9 @@ class Cycle:
         self.demand_from: dict[str, int] = {}
         # whether this round lent idle capacity beyond a quota's fair share (see _run_cycle)
         self.beyond_share = False
+        # who lost the In-Quota label and why, and whether a label changed in this round
+        self.demoted: list[Demotion] = []
+        self.relabelled = False
 
     def open_borrowing(self, borrowers: list[Workload]) -> None:
         """Fix the fair shares of a borrowing pass as it starts, in every (scope, pool) where
@@ -322,6 +325,18 @@ class Cycle:
         self.preempted = [replace(p, by=by.name) if p.by == name else p for p in self.preempted]
         state.shield(by.name, took_in_quota)
 
+    def settle(self) -> None:
+        """Settle the labels after admissions (see classify.settle), and withdraw the
+        admissions that may not run Not in Quota since."""
+        state = self.state
+        more, relabelled = settle(state)
+        self.demoted.extend(more)
+        if relabelled:
+            self.relabelled = True
+            self.epoch += 1  # new labels: searches that failed may succeed now
+            if self.withdraw_out_of_quota(more):
+                self.demoted.extend(settle(state)[0])
+
     def withdraw_out_of_quota(self, demoted: Sequence[Demotion]) -> bool:
         """Withdraw this cycle's admissions labelled Not in Quota since (a workload ranking
         ahead took the room) that may not run so; they wait and are retried.
@@ -462,8 +477,8 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     state = State(snapshot)
     queue = queue_order(state.tree, snapshot.workloads)
     # 3. Classify the running set: the labels it comes with, by the central rule.
-    demoted = label_running(state)
     cycle = Cycle(state)
+    cycle.demoted = label_running(state)
     # 4-6. Admit, place and preempt, one workload at a time in queue order, in rounds: a
     # round's victims and displaced admissions are retried in the next one, and so is every
     # workload still waiting once a label changed after the round's admissions (a parent's
@@ -478,17 +493,13 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
         cycle.round = rnd
         cycle.evicted.clear()
         cycle.displaced.clear()
+        cycle.relabelled = False
         _round(cycle, todo)
-        more, relabelled = settle(state)
-        demoted.extend(more)
-        if relabelled:
-            cycle.epoch += 1  # new labels: searches that failed may succeed now
-            if cycle.withdraw_out_of_quota(more):
-                demoted.extend(settle(state)[0])
+        cycle.settle()
         if (
             not cycle.evicted
             and not cycle.displaced
-            and not (relabelled and cycle.waiting)
+            and not (cycle.relabelled and cycle.waiting)
             and not cycle.beyond_share
         ):
             break
@@ -506,7 +517,7 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     entries = state.entries
     classification = {name: e.in_quota for name, e in entries.items()}
     lost: dict[str, Demotion] = {}
-    for d in demoted:
+    for d in cycle.demoted:
         e = entries.get(d.workload)
         if e is not None and not e.in_quota:
             lost[d.workload] = d
@@ -567,6 +578,15 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
             waiting.pop(w.name, None)
         else:
             waiting[w.name] = out
+    # Borrowers are weighed by settled labels: what the In-Quota admissions push Not in
+    # Quota borrows, and what they make room for does not (a fair share reckoned on the
+    # labels before could be taken back by its victim in the next cycle). If they changed a
+    # label, borrowing waits for the next round, whose In-Quota attempts come first on the
+    # new labels (room they freed In Quota is not lent).
+    cycle.settle()
+    if cycle.relabelled:
+        cycle.beyond_share = False
+        return
     borrowers = [w for w in todo if w.name in waiting and may_borrow(w)]
     # Fair shares weigh what borrows now against what still waits to borrow, as the next
     # cycle's fair-share reclaim will: borrowing admissions leave them unchanged (idle

@@ -170,10 +170,21 @@ BIG_PINNED = (53947, 69694, 119273, 165852)
 BIGGER_TREES_PINNED = ((7396, (5, 8)), (32660, (3, 6)))
 
 
+# Still bigger (16 nodes, 60 workloads, 30 arrivals): in 26186 a borrower reclaimed a fair
+# share by labels that the same round's In-Quota admissions had changed (the root's own new
+# service, by child-level preemption, turned the root's own jobs In Quota and a child's
+# service Not): by the settled labels its victim's quota was below its share, and the victim
+# took the place back in the next cycle (1 of 30,000 seeds).
+HUGE = Size(below=(2, 5), nodes=16, first=60, later=30)
+HUGE_SEEDS = 300
+HUGE_PINNED = (26186,)
+
+
 def test_the_stability_properties_hold_on_bigger_clusters() -> None:
     hold_on((*range(BIG_SEEDS), *BIG_PINNED), BIG)
     for seed, below in BIGGER_TREES_PINNED:
         hold_on((seed,), replace(BIG, below=below))
+    hold_on((*range(HUGE_SEEDS), *HUGE_PINNED), HUGE)
 
 
 def tree(b_min: float = 8, c_min: float = 8) -> list[QuotaBuilder]:
