@@ -571,6 +571,7 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
     """One pass of admissions: everything In Quota first, then borrowers on idle capacity."""
     waiting = cycle.waiting
     state = cycle.state
+    state.tried_freed = state.inq_freed
     ranked = rank_order(state.tree, todo, state.now)
     for w in ranked:
         out = _admit(cycle, w, IN_QUOTA)

@@ -227,9 +227,10 @@ class State:
         self.up_order: dict[str, list[Entry]] = {}
         # how often In-Quota usage was given back (an entry removed or relabelled Not in
         # Quota): while it stands, no Not-in-Quota entry can have found room since the last
-        # look (see classify.upgrade), which a new one admitted borrowed sets back
+        # look (see classify.upgrade); and its count as a round's In-Quota attempts began
         self.inq_freed = 0
         self.upgrade_seen = -1
+        self.tried_freed = 0
         # a clock of changes, and per pool the time of its last change (usage, labels, free
         # room): an attempt whose pools have not changed since cannot end otherwise
         self.tick = 0
@@ -485,8 +486,9 @@ class State:
             self.by_quota[w.quota][w.name] = e
             if not in_quota:
                 e.why = "reclaim"  # admitted borrowed
-                # tried In Quota before, it may have room since (see classify.upgrade)
-                self.upgrade_seen = -1
+                if self.inq_freed != self.tried_freed:
+                    # room came back since it was tried In Quota: the next upgrade looks
+                    self.upgrade_seen = -1
         ns = self.nodes[node]
         self._take(ns, e.req, devices, w.name)
         e.placements.append(Placement(node, devices))
