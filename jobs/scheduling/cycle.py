@@ -568,7 +568,8 @@ def _as_settled(p: Preemption, entries: dict[str, Entry]) -> Preemption:
 
 
 def _round(cycle: Cycle, todo: list[Workload]) -> None:
-    """One pass of admissions: everything In Quota first, then borrowers on idle capacity."""
+    """One pass of admissions: everything In Quota first, then, if that changed no label,
+    borrowers on idle capacity."""
     waiting = cycle.waiting
     state = cycle.state
     state.tried_freed = state.inq_freed
