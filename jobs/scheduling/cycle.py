@@ -319,9 +319,7 @@ class Cycle:
         """The victims of a preemptor whose place `by`, In Quota, took become by's, and by
         keeps its place for the rest of the cycle."""
         state = self.state
-        state.shielded.discard(name)
-        took_in_quota = name in state.took_in_quota
-        state.took_in_quota.discard(name)
+        took_in_quota = state.unshield(name)
         self.preempted = [replace(p, by=by.name) if p.by == name else p for p in self.preempted]
         state.shield(by.name, took_in_quota)
 
@@ -495,7 +493,6 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
         cycle.displaced.clear()
         cycle.relabelled = False
         _round(cycle, todo)
-        cycle.settle()
         if (
             not cycle.evicted
             and not cycle.displaced
@@ -569,7 +566,7 @@ def _as_settled(p: Preemption, entries: dict[str, Entry]) -> Preemption:
 
 def _round(cycle: Cycle, todo: list[Workload]) -> None:
     """One pass of admissions: everything In Quota first, then, if that changed no label,
-    borrowers on idle capacity."""
+    borrowers on idle capacity; the labels settled after each."""
     waiting = cycle.waiting
     state = cycle.state
     state.tried_freed = state.inq_freed
@@ -638,6 +635,7 @@ def _round(cycle: Cycle, todo: list[Workload]) -> None:
             and _admit(cycle, w, EVICT) is None
         ):
             waiting.pop(w.name, None)
+    cycle.settle()
 
 
 def _borrow(cycle: Cycle, borrowers: list[Workload]) -> list[Workload]:

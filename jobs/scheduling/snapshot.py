@@ -511,6 +511,14 @@ class State:
             if e is not None:
                 self.touch(e)
 
+    def unshield(self, name: str) -> bool:
+        """Drop a preemptor's shield; whether it had evicted a workload running In Quota."""
+        self.shielded.discard(name)
+        if name in self.took_in_quota:
+            self.took_in_quota.remove(name)
+            return True
+        return False
+
     def touch(self, e: Entry) -> None:
         """Tell the cached victim windows of e's groups that reach e's place in the
         preference order that e changed (they are repaired when next used)."""

@@ -163,7 +163,7 @@ def _eligible(a: Attempt, ordered: Iterable[Entry]) -> Iterator[Entry]:
         # or of a parent with child-level preemption); Not in Quota, any that starts In Quota,
         # if it evicted only workloads that ran Not in Quota (it would reclaim them).
         if name in shielded and not (
-            outranks if e.in_quota else in_quota and name not in took_in_quota
+            outranks if e.in_quota else (in_quota and name not in took_in_quota)
         ):
             continue
         yield e
