@@ -64,6 +64,11 @@ CYCLES = Counter(
     "tidepool_cycles",
     "Scheduling cycles run (a cycle skipped because another held the lock is not counted).",
 )
+CYCLES_UNSETTLED = Counter(
+    "tidepool_cycles_unsettled",
+    "Scheduling cycles that ran out of admission rounds with retries left: the next cycle may "
+    "undo some of their decisions.",
+)
 CYCLE_DURATION = Histogram(
     "tidepool_cycle_duration_seconds",
     "Scheduling cycle duration, in total and by phase (snapshot, core, apply).",

@@ -98,6 +98,7 @@ class Plan:
     admitted: int
     preempted: int
     pending: int
+    unsettled: bool  # the core ran out of admission rounds (CycleResult.unsettled)
 
 
 class _Ahead:
@@ -148,6 +149,7 @@ def plan(reading: Reading, result: CycleResult, now: datetime) -> Plan:
         len(result.admitted),
         len(result.preempted),
         len(result.pending),
+        result.unsettled,
     )
 
 

@@ -455,21 +455,24 @@ def victim_reason(kind: PreemptionKind, v: Entry, by: Workload) -> tuple[str, st
     return kind.reason, by.quota
 
 
-def run_cycle(snapshot: Snapshot) -> CycleResult:
-    """Decide one cycle: deterministic for a given snapshot."""
+def run_cycle(snapshot: Snapshot, rounds: int = MAX_ROUNDS) -> CycleResult:
+    """Decide one cycle, in at most `rounds` admission rounds: deterministic for a given
+    snapshot."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be 1 or more, got {rounds}")
     # The cycle allocates hundreds of thousands of small, acyclic objects next to a snapshot
     # of millions; the cyclic collector would traverse all of them again and again (10-20%
     # of a large cycle) and can free none of them until the cycle ends.
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _run_cycle(snapshot)
+        return _run_cycle(snapshot, rounds)
     finally:
         if paused:
             gc.enable()
 
 
-def _run_cycle(snapshot: Snapshot) -> CycleResult:
+def _run_cycle(snapshot: Snapshot, rounds: int) -> CycleResult:
     # 1. Pending: every waiting workload, in queue order.
     # 2. Snapshot: the mutable working state (validates the input).
     state = State(snapshot)
@@ -487,7 +490,8 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
     # end would wait in the next cycle too.
     todo = queue
     victims: dict[str, Workload] = {}  # victims as pending again: they restart from scratch
-    for rnd in range(MAX_ROUNDS):
+    unsettled = True  # until a round leaves nothing to retry
+    for rnd in range(rounds):
         cycle.round = rnd
         cycle.evicted.clear()
         cycle.displaced.clear()
@@ -499,6 +503,7 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
             and not (cycle.relabelled and cycle.waiting)
             and not cycle.beyond_share
         ):
+            unsettled = False
             break
         for v in cycle.evicted:
             victims[v.name] = replace(
@@ -551,6 +556,7 @@ def _run_cycle(snapshot: Snapshot) -> CycleResult:
         tuple(pending),
         stats,
         tuple(lost.values()),
+        unsettled,
     )
 
 

@@ -203,7 +203,9 @@ class Pending:
 class CycleResult:
     """The cycle's decisions; classification covers every workload running after the cycle,
     demoted names every one of them that was In Quota and is not any more, and pending every
-    workload left waiting that was tried: the queue's, then victims not started again."""
+    workload left waiting that was tried: the queue's, then victims not started again.
+    unsettled: the round budget ran out with retries left, so the next cycle may change what
+    this one decided (a victim may take its place back)."""
 
     admitted: tuple[Admission, ...]
     preempted: tuple[Preemption, ...]
@@ -211,3 +213,4 @@ class CycleResult:
     pending: tuple[Pending, ...]
     stats: Mapping[str, int] = field(default_factory=dict)
     demoted: tuple[Demotion, ...] = ()
+    unsettled: bool = False

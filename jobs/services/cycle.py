@@ -38,6 +38,7 @@ class CycleSummary:
     admitted: int = 0
     preempted: int = 0
     pending: int = 0
+    unsettled: bool = False
 
 
 def _cycle_lock() -> ControlState | None:
@@ -196,7 +197,9 @@ def scheduling_cycle_run(*, now: datetime, backend: Backend | None = None) -> Cy
         state.cycles += 1
         state.last_cycle_at = now
         state.save(update_fields=["cycles", "last_cycle_at"])
-    summary = CycleSummary(True, planned.admitted, planned.preempted, planned.pending)
+    summary = CycleSummary(
+        True, planned.admitted, planned.preempted, planned.pending, planned.unsettled
+    )
     _done(summary, time.perf_counter() - started)
     return summary
 
@@ -219,6 +222,13 @@ def _done(summary: CycleSummary, seconds: float) -> None:
             "duration": round(seconds, 6),
         },
     )
+    if summary.unsettled:
+        metrics.CYCLES_UNSETTLED.inc()
+        log.warning(
+            "cycle: the core ran out of admission rounds with retries left; the next cycle "
+            "may undo some of this one's decisions (a victim may take its place back)",
+            extra={"unsettled": True},
+        )
 
 
 def _apply(plan: Plan, now: datetime, backend: Backend) -> None:

@@ -51,7 +51,7 @@ def alert_rules() -> list[dict[str, Any]]:
 
 
 def test_metric_list_is_well_formed() -> None:
-    assert len(METRICS) == 18
+    assert len(METRICS) == 19
     types = {m.type for m in METRICS.values()}
     assert types == {"gauge", "counter", "histogram"}
     for m in METRICS.values():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from dashboard.selectors.metrics import ANY_POOL
 from dashboard.selectors.quotas import quota_pool_usage, subtree_usage
 from jobs.choices import Status
 from jobs.models import Workload
+from jobs.scheduling.cycle import run_cycle
 from jobs.services.scaling import service_scale
 from quotas.models import Quota
 from quotas.selectors import quota_subtree_ids
@@ -233,6 +235,34 @@ def test_a_reclaim_counts_a_preemption_its_lost_work_and_a_restart(
     assert after["preempted"] - before["preempted"] == 1
     assert after["lost"] - before["lost"] == pytest.approx(lost)
     assert after["restarts"] - before["restarts"] == 1
+
+
+def test_a_cycle_out_of_admission_rounds_is_counted_and_logged(
+    bob: Any,
+    submit: Any,
+    service: Workload,
+    tick: Any,
+    clock: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    submit(bob, "own", replicas=6)
+    tick(1)
+    submit(bob, "borrowed", replicas=5, idle_policy="acceptable")
+    tick(1)
+    tick(30)
+    before = counter("tidepool_cycles_unsettled_total")
+    tick()  # a cycle with nothing to retry
+    assert counter("tidepool_cycles_unsettled_total") == before
+    # the real core with a budget of one round: the reclaim's victim is not retried in it
+    monkeypatch.setattr("jobs.bridge.plan.run_cycle", partial(run_cycle, rounds=1))
+    service_scale(service=service, replicas=8, now=clock.now(), reason="rule day")
+    with caplog.at_level(logging.WARNING, logger="jobs.services.cycle"):
+        tick()
+    assert Workload.objects.get(name="borrowed").status == Status.REQUEUED
+    assert counter("tidepool_cycles_unsettled_total") == before + 1
+    (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "ran out of admission rounds" in record.getMessage()
 
 
 def test_a_crash_counts_a_restart_by_cause_and_start_waits_are_observed(

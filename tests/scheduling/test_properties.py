@@ -18,7 +18,8 @@ from jobs.scheduling.snapshot import Entry, State
 from jobs.scheduling.tree import within
 from jobs.scheduling.types import MILLI, Node, Placement, Quota, Resources, Snapshot, Workload
 
-POOLS = ("a100", "t4")
+POOL_NAMES = ("a100", "t4", "h100", "l4")
+POOLS = POOL_NAMES[:2]
 GPU_CHOICES = (0, 250, 500, 600, 1000, 2000, 4000, 8000)
 T = TypeVar("T")
 
@@ -82,12 +83,15 @@ def clusters(draw: st.DrawFn) -> Snapshot:
 @dataclass(frozen=True)
 class Size:
     """The bounds of a random cluster: quotas under the root (from, to), and at most so many
-    nodes, workloads before the first cycle and arrivals after it."""
+    nodes, workloads before the first cycle and arrivals after it; node pools, and whether
+    services the first cycle started are scaled up or down before the second."""
 
     below: tuple[int, int] = (0, 3)
     nodes: int = 6
     first: int = 14
     later: int = 8
+    pools: int = 2
+    scale: bool = False
 
 
 PLAIN = Size()
@@ -101,20 +105,21 @@ def random_cluster(seed: int, size: Size = PLAIN) -> Snapshot:
 def cluster(d: Draws, size: Size = PLAIN) -> Snapshot:
     """A random valid tree and pending set within `size`; a first cycle starts some of
     them."""
+    pools = POOL_NAMES[: size.pools]
     node_count = d.integers(1, size.nodes)
     nodes = tuple(
         Node(
             f"n{i}",
-            d.choice(POOLS),
+            d.choice(pools),
             d.choice((1, 2, 4, 8)),
             d.choice((8000, 32000)),
             65536,
         )
         for i in range(node_count)
     )
-    caps = {p: sum(n.gpus for n in nodes if n.pool == p) * MILLI for p in POOLS}
+    caps = {p: sum(n.gpus for n in nodes if n.pool == p) * MILLI for p in pools}
     quotas: list[Quota] = []
-    root_min = {p: d.integers(0, caps[p] // 1000) * 1000 for p in POOLS}
+    root_min = {p: d.integers(0, caps[p] // 1000) * 1000 for p in pools}
     quotas.append(
         Quota(
             "root",
@@ -128,12 +133,12 @@ def cluster(d: Draws, size: Size = PLAIN) -> Snapshot:
         pmin = next(q for q in quotas if q.name == parent).min
         kids = [q for q in quotas if q.parent == parent]
         mins = {}
-        for p in POOLS:
+        for p in pools:
             room = pmin.get(p, Resources()).gpu - sum(k.min.get(p, Resources()).gpu for k in kids)
             mins[p] = Resources(d.integers(0, max(0, room) // 1000) * 1000)
         qmax = None
         if d.coin():
-            qmax = {p: Resources(mins[p].gpu + d.integers(0, 4) * 1000) for p in POOLS}
+            qmax = {p: Resources(mins[p].gpu + d.integers(0, 4) * 1000) for p in pools}
         quotas.append(
             Quota(
                 f"q{i}",
@@ -157,7 +162,7 @@ def cluster(d: Draws, size: Size = PLAIN) -> Snapshot:
                 kind=kind,
                 replicas=d.integers(1, 3),
                 request=Resources(gpu, d.choice((0, 1000, 4000)), 1024),
-                pools=tuple(d.some(POOLS, 2)),
+                pools=tuple(d.some(pools, 2)),
                 priority=d.integers(1, 9),
                 idle=d.choice(("none", "acceptable", "idle_only")),
                 submitted_at=float(i),
@@ -173,15 +178,14 @@ def cluster(d: Draws, size: Size = PLAIN) -> Snapshot:
     second = []
     for w in workloads:
         if w.name in placed:
-            second.append(
-                replace(
-                    w,
-                    running=placed[w.name],
-                    started_at=100 + int(w.name[1:]),
-                    last_checkpoint_at=None,
-                    in_quota=result.classification[w.name] if labelled else None,
-                )
+            w = replace(
+                w,
+                running=placed[w.name],
+                started_at=100 + int(w.name[1:]),
+                last_checkpoint_at=None,
+                in_quota=result.classification[w.name] if labelled else None,
             )
+            second.append(scaled(d, w) if size.scale and w.kind == "inference" else w)
     for i in range(d.integers(1, size.later)):
         gpu = d.choice(GPU_CHOICES)
         second.append(
@@ -191,7 +195,7 @@ def cluster(d: Draws, size: Size = PLAIN) -> Snapshot:
                 kind=d.choice(("training", "inference", "interactive")),
                 replicas=d.integers(1, 3),
                 request=Resources(gpu, 1000, 1024),
-                pools=(d.choice(POOLS),),
+                pools=(d.choice(pools),),
                 priority=d.integers(1, 9),
                 idle=d.choice(("none", "acceptable", "idle_only")),
                 submitted_at=200.0 + i,
@@ -203,6 +207,18 @@ def cluster(d: Draws, size: Size = PLAIN) -> Snapshot:
             for q in quotas
         ]
     return Snapshot(1000, nodes, tuple(quotas), tuple(second), scope)
+
+
+def scaled(d: Draws, w: Workload) -> Workload:
+    """A running service as a scaling rule may leave it: as it was, asking for more replicas,
+    or with some of its replicas stopped."""
+    way = d.choice(("same", "up", "up", "down"))
+    if way == "up":
+        return replace(w, replicas=len(w.running) + d.integers(1, 3))
+    if way == "down":
+        keep = d.integers(1, len(w.running))
+        return replace(w, running=w.running[:keep], replicas=keep + d.integers(0, 1))
+    return w
 
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,6 +16,7 @@ import pytest
 from jobs.scheduling.cycle import run_cycle
 
 from .retry_check import cluster
+from .test_scenarios import pushed_out_then_reclaimed
 from .test_stability import next_snapshot
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,3 +76,18 @@ def test_a_rounds_victims_count_in_its_fair_shares(seed: int) -> None:
     started = {a.workload for a in first.admitted}
     assert started and first.preempted
     assert not [p.workload for p in second.preempted if p.workload in started]
+
+
+def test_a_cycle_that_runs_out_of_rounds_says_its_decisions_are_unsettled() -> None:
+    # p2 evicts b1 in the first round; b1 is retried (and waits) in the second
+    snap = pushed_out_then_reclaimed()
+    whole = run_cycle(snap)
+    assert not whole.unsettled
+    assert [p.workload for p in whole.preempted] == ["b1"]
+    assert [p.workload for p in whole.pending] == ["b1"]
+    cut = run_cycle(snap, rounds=1)
+    assert cut.unsettled
+    assert [p.workload for p in cut.preempted] == ["b1"]
+    assert not cut.pending  # the victim was never retried
+    with pytest.raises(ValueError, match="rounds must be 1 or more, got 0"):
+        run_cycle(snap, rounds=0)
