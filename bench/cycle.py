@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from jobs.scheduling._loader import load  # noqa: E402
 
 COMPILED = load() == "compiled"  # before the core's modules are imported
 from jobs.scheduling.cycle import run_cycle  # noqa: E402
+from jobs.scheduling.fragmentation import popular_shapes  # noqa: E402
 from jobs.scheduling.types import (  # noqa: E402
     MILLI,
     CycleResult,
@@ -363,6 +364,38 @@ def side_by_side(other: Path, names: list[tuple[str, bool]], runs: int) -> dict[
     return out
 
 
+def drift(snap: Snapshot, runs: int) -> dict[str, object]:
+    """Cycles under a learned target that holds from one cycle to the next, then under one
+    that changes at every cycle (the scenario's submissions, and one more job of the most
+    popular shape every other cycle),
+    then held again: what learning the target anew at each cycle would cost, as the scorer
+    ranks under it and starts over when it changes (jobs.bridge.snapshot.target_cutoff)."""
+    rows = [(w.request.gpu, w.request.cpu, w.request.memory, w.replicas) for w in snap.workloads]
+    held = replace(snap, target=popular_shapes(rows))
+    top = held.target[0]  # one more job of the most popular shape
+    one_more = (top.count * top.share, top.cpu, top.mem, 1)
+    moved = replace(snap, target=popular_shapes([*rows, one_more]))
+    assert moved.target != held.target
+
+    def timed(snapshots: list[Snapshot]) -> list[float]:
+        times = []
+        for s in snapshots:
+            t0 = time.perf_counter()
+            run_cycle(s)
+            times.append(time.perf_counter() - t0)
+        return times
+
+    run_cycle(held)
+    steady = timed([held] * runs)
+    changing = timed([moved if i % 2 == 0 else held for i in range(runs)])
+    steady += timed([held] * runs)[1:]  # the first one starts the scorer over
+    return {
+        "held_median_s": round(statistics.median(steady), 4),
+        "changing_median_s": round(statistics.median(changing), 4),
+        "ratio": round(statistics.median(changing) / statistics.median(steady), 3),
+    }
+
+
 def main() -> None:
     """Run scenarios (a) and (b), calm and storm, or a small smoke run with --quick."""
     parser = argparse.ArgumentParser()
@@ -375,9 +408,16 @@ def main() -> None:
         type=Path,
         help="another checkout (e.g. main): time the same scenarios there, taking turns",
     )
+    parser.add_argument(
+        "--drift",
+        action="store_true",
+        help="time cycles under a target that holds, and under one that changes every cycle",
+    )
     args = parser.parse_args()
     if args.runs < 1:
         parser.error(f"--runs must be 1 or more, got {args.runs}")
+    if args.drift and args.against is not None:
+        parser.error("--drift times this checkout only: leave out --against")
     modes = [m == "calm" for m in ("calm", "storm") if args.mode in (None, m)]
     kinds = ["quick"] if args.quick else [k for k in ("a", "b") if args.only in (None, k)]
     names = [(k, calm) for calm in modes for k in kinds]
@@ -386,7 +426,10 @@ def main() -> None:
         return
     out: dict[str, object] = {"core": "compiled" if COMPILED else "pure"}
     for k, calm in names:
-        out[f"{k}_{'calm' if calm else 'storm'}"] = measure(scenario(k, calm), args.runs)
+        snap = scenario(k, calm)
+        out[f"{k}_{'calm' if calm else 'storm'}"] = (
+            drift(snap, args.runs) if args.drift else measure(snap, args.runs)
+        )
     out["max_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     print(json.dumps(out))
 

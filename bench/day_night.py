@@ -116,7 +116,7 @@ def run(
     from console.traffic import DemoTraffic
     from jobs.backends import set_backend
     from jobs.backends.simulated import SimulatedBackend
-    from jobs.bridge.snapshot import build
+    from jobs.bridge.snapshot import build, learned_target
     from jobs.choices import ENDED_STATUSES, EventKind, Kind, PodStatus, Status
     from jobs.models import Pod, UsageSample, Workload, WorkloadEvent
     from jobs.services.cycle import scheduling_cycle_run
@@ -148,6 +148,9 @@ def run(
     cycle_seconds = []
     idle_minutes: dict[str, float] = dict.fromkeys(IDLE_CAUSES, 0.0)
     idle_reasons: dict[str, float] = {}
+    # cycles whose target workload differs from the last one's: each starts the scorer over
+    target_changes = 0
+    target = learned_target(clock.now())
     ticks = int(days * 86400 / TICK)
     for _ in range(ticks):
         clock.advance(TICK)
@@ -160,6 +163,8 @@ def run(
         t0 = time.perf_counter()
         scheduling_cycle_run(now=now, backend=backend)
         cycle_seconds.append(time.perf_counter() - t0)
+        last, target = target, learned_target(now)
+        target_changes += target != last
         usage_sample(now=now)
         if why_idle:
             snap = build(now)
@@ -230,6 +235,7 @@ def run(
         "training_submitted": Workload.objects.filter(kind=Kind.TRAINING).count(),
         "statuses": sorted(statuses),
         "cycle_ms_median": round(1000 * statistics.median(cycle_seconds), 2),
+        "target_changes": target_changes,
         "wall_seconds": round(wall, 1),
     }
     if why_idle:

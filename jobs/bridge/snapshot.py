@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Sum
@@ -20,9 +20,11 @@ from quotas.models import Quota, QuotaResource
 from workspaces.models import Workspace
 
 UNLIMITED = 10**15  # a max component left unset: no limit on that resource
-# The target workload placement expects is learned from the submissions of this window.
+# The target workload placement expects is learned from the submissions of this window,
+# again at each multiple of TARGET_REFRESH seconds (see target_cutoff).
 TARGET_DAYS = 7
 TARGET_WORKLOADS = 10_000
+TARGET_REFRESH = 600
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,14 +221,32 @@ def _cluster(now: datetime) -> _Cluster:
     )
 
 
+def target_cutoff(now: datetime) -> datetime:
+    """The end of the window the target is learned from (submissions before it): the last
+    multiple of TARGET_REFRESH seconds at or before now. Nothing submitted since can fall in
+    the window.
+
+    Between two such times the target stays the same, so the core keeps its fragmentation
+    scorer, which ranks nodes under the target, from one cycle to the next. A target that
+    changed with every submission would start the scorer over in nearly every cycle of a busy
+    cluster, which makes a cycle about twice as slow (bench/cycle.py --drift).
+    """
+    at = now.timestamp()
+    return datetime.fromtimestamp(at - at % TARGET_REFRESH, tz=UTC)
+
+
 def learned_target(now: datetime) -> tuple[Shape, ...]:
-    """The task shapes of the latest submissions (the last TARGET_WORKLOADS of the last
-    TARGET_DAYS days), each weighted by its tasks (replicas), in one aggregate query.
+    """The task shapes of the latest submissions (the last TARGET_WORKLOADS of the
+    TARGET_DAYS days up to target_cutoff), each weighted by its tasks (replicas), in one
+    aggregate query.
 
     Empty when nothing with a GPU was submitted: the core then uses its DEFAULT_TARGET.
     """
+    cutoff = target_cutoff(now)
     recent = (
-        Workload.objects.filter(submitted_at__gt=now - timedelta(days=TARGET_DAYS))
+        Workload.objects.filter(
+            submitted_at__gte=cutoff - timedelta(days=TARGET_DAYS), submitted_at__lt=cutoff
+        )
         .order_by("-submitted_at", "-pk")
         .values("pk")[:TARGET_WORKLOADS]
     )

@@ -33,6 +33,7 @@ def test_the_target_follows_the_submissions(
     clock.advance(8 * 86400)  # the demo's own submissions are out of the window
     for i in range(6):
         submit(bob, f"small-{i}", gpus=1)
+    clock.advance(bridge.TARGET_REFRESH)  # learned again
     first = learned_target(clock.now())
     assert _gpus(first) == {1: pytest.approx(1.0)}
     assert build(clock.now()).snapshot.target == first
@@ -40,16 +41,44 @@ def test_the_target_follows_the_submissions(
     clock.advance(8 * 86400)
     for i in range(3):
         submit(bob, f"big-{i}", gpus=8)
+    clock.advance(bridge.TARGET_REFRESH)
     assert _gpus(learned_target(clock.now())) == {8: pytest.approx(1.0)}
     # within the days, the window also ends at a number of workloads (the latest ones)
     clock.advance(60)
     for i in range(2):
         submit(bob, f"small-again-{i}", gpus=1, replicas=3)
+    clock.advance(bridge.TARGET_REFRESH)
     monkeypatch.setattr(bridge, "TARGET_WORKLOADS", 3)
     mixed = _gpus(learned_target(clock.now()))
     # the last 3 workloads: two 1-GPU jobs of 3 replicas each, one 8-GPU job, which weighs
     # 1/8 of a task per device it takes
     assert mixed == {1: pytest.approx(6 / 6.125), 8: pytest.approx(0.125 / 6.125)}
+
+
+@pytest.mark.django_db
+def test_the_target_holds_between_refreshes(
+    bob: Any, submit: Callable[..., Any], clock: ManualClock
+) -> None:
+    clock.advance(8 * 86400)
+    at = clock.now().timestamp()
+    clock.advance(bridge.TARGET_REFRESH - at % bridge.TARGET_REFRESH + 1)  # just past one
+    submit(bob, "small", gpus=1)
+    assert learned_target(clock.now()) == ()  # submitted since the last refresh
+    clock.advance(bridge.TARGET_REFRESH - 2)
+    assert learned_target(clock.now()) == ()
+    clock.advance(1)  # the next refresh
+    small = learned_target(clock.now())
+    assert _gpus(small) == {1: pytest.approx(1.0)}
+    # an 8-GPU job submitted now changes neither the target nor the snapshot's until the next
+    submit(bob, "big", gpus=8)
+    clock.advance(bridge.TARGET_REFRESH - 1)
+    assert learned_target(clock.now()) == small
+    assert build(clock.now()).snapshot.target == small
+    clock.advance(1)
+    assert _gpus(learned_target(clock.now())) == {
+        1: pytest.approx(1 / 1.125),
+        8: pytest.approx(0.125 / 1.125),
+    }
 
 
 @pytest.mark.django_db
