@@ -220,4 +220,5 @@ def render_result(result: CycleResult) -> dict[str, Any]:
             {"workload": d.workload, "by": d.by, "reason": d.reason, "quota": d.quota}
             for d in result.demoted
         ],
+        "unsettled": result.unsettled,
     }

@@ -102,7 +102,14 @@ def test_explain_prints_the_decisions_as_json(tmp_path: Path) -> None:
     out = explain(tmp_path, scenario())
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert set(data) == {"admitted", "preempted", "classification", "pending", "demoted"}
+    assert set(data) == {
+        "admitted",
+        "preempted",
+        "classification",
+        "pending",
+        "demoted",
+        "unsettled",
+    }
     assert data["admitted"][0]["workload"] == "w2"
     assert data["admitted"][0]["in_quota"] is True
     assert data["admitted"][0]["nodes"] == ["n3", "n1"]
@@ -116,6 +123,7 @@ def test_explain_prints_the_decisions_as_json(tmp_path: Path) -> None:
         }
     ]
     assert data["demoted"] == []
+    assert data["unsettled"] is False  # its rounds left nothing to retry
     assert data["classification"] == {"w2": "in_quota", "w3": "in_quota"}
     assert data["pending"] == [
         {
