@@ -367,9 +367,9 @@ def side_by_side(other: Path, names: list[tuple[str, bool]], runs: int) -> dict[
 def drift(snap: Snapshot, runs: int) -> dict[str, object]:
     """Cycles under a learned target that holds from one cycle to the next, then under one
     that changes at every cycle (the scenario's submissions, and one more job of the most
-    popular shape every other cycle),
-    then held again: what learning the target anew at each cycle would cost, as the scorer
-    ranks under it and starts over when it changes (jobs.bridge.snapshot.target_cutoff)."""
+    popular shape every other cycle), then held again: what learning the target anew at each
+    cycle would cost, as the scorer ranks under it and starts over when it changes
+    (jobs.bridge.snapshot.target_cutoff)."""
     rows = [(w.request.gpu, w.request.cpu, w.request.memory, w.replicas) for w in snap.workloads]
     held = replace(snap, target=popular_shapes(rows))
     top = held.target[0]  # one more job of the most popular shape

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from cluster.choices import GpuSharing
 from cluster.models import Node
-from jobs.bridge.snapshot import learned_target
+from jobs.bridge.snapshot import learned_target, target_cutoff
 from jobs.choices import LIVE_POD_STATUSES
 from jobs.models import Pod
 from jobs.scheduling.fragmentation import DEFAULT_TARGET, Shape, fragmentation, hands
@@ -37,6 +37,7 @@ class PlacementTarget:
 
     shapes: tuple[Shape, ...]
     learned: bool
+    learned_at: datetime  # the end of its window: learned again TARGET_REFRESH seconds later
     pools: tuple[PoolFragmentation, ...]
 
 
@@ -83,4 +84,4 @@ def placement_target(now: datetime) -> PlacementTarget:
         f = fragmentation(d, max(0, cpu[pk]), max(0, mem[pk]), pool, shapes, kinds)
         frag[pool] = frag.get(pool, 0.0) + f
     pools = tuple(PoolFragmentation(p, free[p], round(frag[p])) for p in sorted(free))
-    return PlacementTarget(shapes[:TOP], bool(learned), pools)
+    return PlacementTarget(shapes[:TOP], bool(learned), target_cutoff(now), pools)

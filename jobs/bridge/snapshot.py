@@ -229,7 +229,7 @@ def target_cutoff(now: datetime) -> datetime:
     Between two such times the target stays the same, so the core keeps its fragmentation
     scorer, which ranks nodes under the target, from one cycle to the next. A target that
     changed with every submission would start the scorer over in nearly every cycle of a busy
-    cluster, which makes a cycle about twice as slow (bench/cycle.py --drift).
+    cluster, and such a cycle takes 1.6 to 1.8 times as long (bench/cycle.py --drift).
     """
     at = now.timestamp()
     return datetime.fromtimestamp(at - at % TARGET_REFRESH, tz=UTC)

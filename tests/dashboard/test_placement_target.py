@@ -36,6 +36,7 @@ def test_the_default_mix_until_something_with_a_gpu_is_submitted(
     html = login(admin).get(reverse("dashboard:cluster")).content.decode()
     target = _rows(html, "placement-target")
     assert "the default mix" in target
+    assert "in the 7 days before 01:00 UTC" in target  # the clock's last 10-minute mark
     # 50 of 100 tasks take 1 GPU, 3 take 8: per device they weigh 50 and 3/8 of 90.125
     assert '<td>1 GPU</td><td class="num">55%</td>' in target
     assert '<td>8 GPUs</td><td class="num">0.4%</td>' in target
@@ -55,6 +56,7 @@ def test_the_learned_target_and_a_half_device_left_over(
     html = login(admin).get(reverse("dashboard:cluster")).content.decode()
     target = _rows(html, "placement-target")
     assert "by share of tasks" in target
+    assert "learned again every 10 minutes" in target
     assert '<td>1 GPU</td><td class="num">50%</td>' in target
     assert '<td>0.5 GPU</td><td class="num">50%</td>' in target
     # the half device left on the node is of no use to the 1-GPU half of the mix: 0.25 GPU
