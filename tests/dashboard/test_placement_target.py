@@ -36,7 +36,8 @@ def test_the_default_mix_until_something_with_a_gpu_is_submitted(
     html = login(admin).get(reverse("dashboard:cluster")).content.decode()
     target = _rows(html, "placement-target")
     assert "the default mix" in target
-    assert "in the 7 days before 01:00 UTC" in target  # the clock's last 10-minute mark
+    assert "in the 7 days before <time" in target
+    assert ">2026-12-01 01:00 UTC</time>" in target  # the clock's last 10-minute mark
     # 50 of 100 tasks take 1 GPU, 3 take 8: per device they weigh 50 and 3/8 of 90.125
     assert '<td>1 GPU</td><td class="num">55%</td>' in target
     assert '<td>8 GPUs</td><td class="num">0.4%</td>' in target
