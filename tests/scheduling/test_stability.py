@@ -189,8 +189,8 @@ def test_the_stability_properties_hold_on_bigger_clusters() -> None:
 
 # Three and four node pools, and services that the second cycle finds scaled up (a scaling
 # rule fired: the new replicas start In Quota or wait, and may reclaim borrowed capacity) or
-# down (replicas stopped). No seed has failed: 160,000 of the smaller shapes and 40,000 of
-# the bigger.
+# down (replicas stopped). No seed has failed: 80,000 of three pools, 80,000 of four pools
+# with 3 to 6 quotas under the root, and 20,000 each of the bigger shape with three and four.
 SCALED = Size(pools=3, scale=True)
 SCALED_BIG = Size(pools=4, scale=True, nodes=10, first=30, later=16)
 
