@@ -22,7 +22,8 @@ them to the tie-break.
 Nodes in the same state (pool, free shares per device, CPU, memory) score alike, so the scorer
 groups them by that signature and caches F per state and the best move per (state, request).
 A sorted list per (pool, request) keeps the states ranked, best last, so a placement looks
-only at states new since the last one and a state gone from the end leaves it at no cost.
+only at states new since the last one, and a gone state stays in place: when it comes alive
+again, it is ranked already.
 For a GPU request ties go first to the state that strands less GPU for lack of CPU (the GPU it
 leaves beyond one GPU per STRAND_CPU cores left), then to the tighter state (less left over,
 counting STRAND_CPU cores as one GPU, then less CPU left); for a CPU-only one to the tighter
@@ -67,6 +68,11 @@ STRAND_CPU = 8
 _MEMO_KEPT = 200_000  # node states remembered per table of F (tables outlive cycles)
 _RANKINGS_KEPT = 4096  # rankings (pool, request) kept per scorer
 _SLOTS_KEPT = 50_000  # states a ranking remembers before it starts over
+# Gone states a ranking keeps past its best live one: a step past one at each placement is
+# cheaper than ranking it again when it comes alive. On bench/cycle.py (a, storm) a cycle ranks
+# 1,132 states again instead of 4,713, and steps past 68,850; beyond this many they are dropped,
+# so the steps of one placement stay few.
+_TAIL_KEPT = 256
 _SLACK = 1024  # stale states tolerated before a pool's record or a ranking is rebuilt
 _STATES_KEPT = 500_000  # states a shared scorer records before it is started afresh
 TOP_SHAPES = 32  # shapes a learned target keeps: the rest are rare, and each costs scoring time
@@ -381,10 +387,10 @@ class _Slot:
 class _Ranking:
     """The states of one pool ranked for one request: their entries in ascending order, the
     best last, and at the same positions their slots (a list, not a map: no entry is hashed).
-    Entries of gone states stay where they are until they reach the end (or the list outgrows
-    the live states and is rebuilt)."""
+    Entries of gone states stay where they are, also past the best live one while fewer than
+    _TAIL_KEPT are there (or until the list outgrows the live states and is rebuilt)."""
 
-    __slots__ = ("number", "ranked", "held", "lowest", "seen", "states")
+    __slots__ = ("number", "ranked", "held", "lowest", "seen", "states", "top")
 
     def __init__(self, number: int, lowest: int) -> None:
         self.number = number  # its key in a state's slots
@@ -393,6 +399,7 @@ class _Ranking:
         self.lowest = lowest  # the first class of states the request can fit (see _klass)
         self.seen: list[int] = []  # per class, how many of the pool's born states it has seen
         self.states: list[_State] = []  # the states it keeps a slot of
+        self.top = -1  # where its best live state is, once caught up (-1: none is live)
 
     def drop(self) -> None:
         """Take its slots off the states, when the scorer lets it go."""
@@ -661,25 +668,29 @@ class FragmentationScorer:
                     slot.inside = False
             ranked[:] = kept
             held[:] = kept_slots
-        # states that no node is in any more leave from the end
-        while held:
-            slot = held[-1]
-            if slot.state.members:
-                break
-            slot.inside = False
-            held.pop()
-            ranked.pop()
+        # states that no node is in any more stay at the end while they are few: one that
+        # comes alive again is ranked already, and a walk past the gone is cheaper
+        top = len(held) - 1
+        while top >= 0 and not held[top].state.members:
+            top -= 1
+        if len(held) - 1 - top > _TAIL_KEPT:
+            for slot in held[top + 1 :]:
+                slot.inside = False
+            del held[top + 1 :]
+            del ranked[top + 1 :]
+        rank.top = top
         return rank
 
     def _best(self, rank: _Ranking) -> _Slot:
-        """The best live slot of a caught-up, non-empty ranking: the last, unless states
+        """The best live slot of a caught-up ranking with one: at `top`, unless states
         beyond what the order encodes tie with it (then the least signature)."""
         ranked = rank.ranked
-        best = rank.held[-1]
+        top = rank.top
+        best = rank.held[top]
         if best.state.exact:
             return best
-        head = _head(ranked[-1])
-        for i in range(len(ranked) - 2, -1, -1):
+        head = _head(ranked[top])
+        for i in range(top - 1, -1, -1):
             if _head(ranked[i]) != head:
                 break
             slot = rank.held[i]
@@ -726,7 +737,7 @@ class FragmentationScorer:
             if pool not in self.live:
                 continue
             rank = self._ranked(pool, req)
-            if not rank.ranked:
+            if rank.top < 0:
                 continue
             if spread_owner is not None:
                 found = self._spread(rank, spread_owner)

@@ -456,3 +456,37 @@ def test_states_beyond_what_the_order_encodes_are_told_apart_by_signature() -> N
     assert scorer.choose((250, 0, 0), ("X",)) == ("b", (16,))
     # a service's replica, on nodes free of its replicas, breaks the tie the same way
     assert scorer.choose((250, 0, 0), ("X",), "svc") == ("b", (16,))
+
+
+@pytest.mark.parametrize("taken", [10, 300])
+def test_states_gone_past_the_best_are_chosen_as_by_a_fresh_scorer_when_back(taken: int) -> None:
+    # 320 one-GPU nodes, each in a state of its own (its CPU): a GPU goes to the one with the
+    # least CPU left, whose state is then gone, past the best live one. A ranking keeps 10
+    # such and drops 300 (more than _TAIL_KEPT). When some nodes are given back, their states
+    # come alive again, and the scorer must choose as one built afresh on the same nodes.
+    state = state_of(*(Node(f"n{i:03}", "T4", 1, 1000 + 10 * i, 1000) for i in range(320)))
+    shapes = (Shape(1.0, 1, MILLI, 0, 0),)
+    scorer = FragmentationScorer(state.nodes.values(), shapes)
+    req = (MILLI, 500, 0)
+
+    def take(choice: tuple[str, tuple[int, ...]] | None) -> str:
+        assert choice is not None
+        ns = state.nodes[choice[0]]
+        state._take(ns, req, choice[1], "pod")
+        scorer.update(ns)
+        return choice[0]
+
+    assert [take(scorer.choose(req, ("T4",))) for _ in range(taken)] == [
+        f"n{i:03}" for i in range(taken)
+    ]
+    given = [f"n{i:03}" for i in range(0, taken, 3)]  # every third, the first included
+    for name in given:
+        ns = state.nodes[name]
+        state._give(ns, req, (0,), "pod")
+        scorer.update(ns)
+    chosen = []
+    for _ in range(len(given) + 5):
+        fresh = FragmentationScorer(state.nodes.values(), shapes).choose(req, ("T4",))
+        assert scorer.choose(req, ("T4",)) == fresh
+        chosen.append(take(fresh))
+    assert chosen == [*given, *(f"n{i:03}" for i in range(taken, taken + 5))]
