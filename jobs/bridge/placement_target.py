@@ -7,7 +7,13 @@ from datetime import datetime
 
 from cluster.choices import GpuSharing
 from cluster.models import Node
-from jobs.bridge.snapshot import learned_target, target_cutoff
+from jobs.bridge.snapshot import (
+    TARGET_DAYS,
+    TARGET_REFRESH,
+    TARGET_WORKLOADS,
+    learned_target,
+    target_cutoff,
+)
 from jobs.choices import LIVE_POD_STATUSES
 from jobs.models import Pod
 from jobs.scheduling.fragmentation import DEFAULT_TARGET, Shape, fragmentation, hands
@@ -39,6 +45,10 @@ class PlacementTarget:
     learned: bool
     learned_at: datetime  # the end of its window: learned again TARGET_REFRESH seconds later
     pools: tuple[PoolFragmentation, ...]
+    # the window it is learned from, and how often, as the bridge sets them
+    days: int = TARGET_DAYS
+    workloads: int = TARGET_WORKLOADS
+    refresh_minutes: int = TARGET_REFRESH // 60
 
 
 def shape_label(s: Shape) -> str:

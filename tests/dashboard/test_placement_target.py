@@ -57,6 +57,7 @@ def test_the_learned_target_and_a_half_device_left_over(
     html = login(admin).get(reverse("dashboard:cluster")).content.decode()
     target = _rows(html, "placement-target")
     assert "by share of tasks" in target
+    assert "in the 7 days before <time" in target and "(up to 10,000 workloads)" in target
     assert "learned again every 10 minutes" in target
     assert '<td>1 GPU</td><td class="num">50%</td>' in target
     assert '<td>0.5 GPU</td><td class="num">50%</td>' in target
