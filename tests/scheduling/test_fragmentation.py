@@ -490,3 +490,25 @@ def test_states_gone_past_the_best_are_chosen_as_by_a_fresh_scorer_when_back(tak
         assert scorer.choose(req, ("T4",)) == fresh
         chosen.append(take(fresh))
     assert chosen == [*given, *(f"n{i:03}" for i in range(taken, taken + 5))]
+
+
+def test_a_state_dropped_by_a_rebuilt_ranking_is_ranked_again_when_back() -> None:
+    # node a takes 1,100 CPU-only tasks one by one: each is a new state of a, which the ranking
+    # of a GPU request sees alive and keeps when it is gone, until gone states outgrow the
+    # live ones and the ranking keeps the live ones only. Given back, a is in its first state
+    # again, dropped by then: the scorer must rank it again, and a (less CPU left) wins again.
+    state = state_of(Node("a", "T4", 1, 16_000, 1000), Node("b", "T4", 1, 32_000, 1000))
+    scorer = FragmentationScorer(state.nodes.values(), (Shape(1.0, 1, MILLI, 0, 0),))
+    gpu, cpu = (MILLI, 0, 0), (0, 1, 0)
+    a = state.nodes["a"]
+    assert scorer.choose(gpu, ("T4",)) == ("a", (0,))
+    for _ in range(1100):
+        state._take(a, cpu, (), "pod")
+        scorer.update(a)
+        assert scorer.choose(gpu, ("T4",)) == ("a", (0,))
+    assert len(scorer.rankings[("T4", gpu)].ranked) < 1100  # rebuilt
+    for _ in range(1100):
+        state._give(a, cpu, (), "pod")
+    scorer.update(a)
+    fresh = FragmentationScorer(state.nodes.values(), (Shape(1.0, 1, MILLI, 0, 0),))
+    assert scorer.choose(gpu, ("T4",)) == fresh.choose(gpu, ("T4",)) == ("a", (0,))
