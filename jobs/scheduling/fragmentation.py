@@ -703,7 +703,7 @@ class FragmentationScorer:
         ranked = rank.ranked
         best: tuple[int, _Slot, NodeState] | None = None
         head = 0  # the best's entry without its serial, read only when its order may tie
-        for i in range(len(ranked) - 1, -1, -1):
+        for i in range(rank.top, -1, -1):  # the states past the best live one are gone
             slot = rank.held[i]
             members = slot.state.members
             if not members:
