@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import ClassVar
 
 from cluster.choices import GpuSharing
 from cluster.models import Node
@@ -45,10 +46,10 @@ class PlacementTarget:
     learned: bool
     learned_at: datetime  # the end of its window: learned again TARGET_REFRESH seconds later
     pools: tuple[PoolFragmentation, ...]
-    # the window it is learned from, and how often, as the bridge sets them
-    days: int = TARGET_DAYS
-    workloads: int = TARGET_WORKLOADS
-    refresh_minutes: int = TARGET_REFRESH // 60
+    # the window it is learned from, and how often: the bridge's constants, not per target
+    days: ClassVar[int] = TARGET_DAYS
+    workloads: ClassVar[int] = TARGET_WORKLOADS
+    refresh_minutes: ClassVar[int] = TARGET_REFRESH // 60
 
 
 def shape_label(s: Shape) -> str:
